@@ -1,0 +1,46 @@
+// swift-tools-version:6.0
+// Tally: a realtime sync hub. The target graph below is the architecture:
+// pure protocol modules (TallyHTTP, TallyWebSocket) know nothing of sockets;
+// TallyNet owns the event loops; TallyServer wires routes; `tally` is a thin CLI.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "Tally",
+    products: [
+        .executable(name: "tally", targets: ["tally"]),
+        .library(name: "TallyNet", targets: ["TallyNet"]),
+    ],
+    targets: [
+        // C libraries from Debian, reached through module maps (see shim.h in each).
+        .systemLibrary(name: "CLinuxShim", path: "Sources/CLinuxShim"),
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
+                       providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+
+        // Pure protocol code: incremental parsers and serializers, no I/O.
+        .target(name: "TallyHTTP", swiftSettings: strict),
+        .target(name: "TallyWebSocket", dependencies: ["COpenSSL", "CZlib"], swiftSettings: strict),
+        // TLS sessions over OpenSSL; no event loop knowledge.
+        .target(name: "TallyTLS", dependencies: ["COpenSSL"], swiftSettings: strict),
+        // Event loops, sockets, connections, WebSocket server and client.
+        .target(name: "TallyNet",
+                dependencies: ["CLinuxShim", "TallyHTTP", "TallyWebSocket", "TallyTLS"],
+                swiftSettings: strict),
+        // The hub: configuration, routes, metrics.
+        .target(name: "TallyServer", dependencies: ["TallyNet", "CSQLite"], swiftSettings: strict),
+        // The command-line front end: argument parsing and output only.
+        .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet"], swiftSettings: strict),
+
+        .testTarget(name: "TallyHTTPTests", dependencies: ["TallyHTTP"]),
+        .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
+        .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS"]),
+        .testTarget(name: "TallyNetTests", dependencies: ["TallyNet", "TallyServer"]),
+    ]
+)

@@ -1,0 +1,3 @@
+// SQLite: the embedded default store (used from the sync engine issue on).
+#pragma once
+#include <sqlite3.h>
