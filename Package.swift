@@ -35,8 +35,11 @@ let package = Package(
                 swiftSettings: strict),
         // The hub: configuration, routes, metrics.
         .target(name: "TallyServer", dependencies: ["TallyNet", "CSQLite"], swiftSettings: strict),
+        // Load generators behind `tally bench`.
+        .target(name: "TallyBench", dependencies: ["TallyNet", "TallyTLS"], swiftSettings: strict),
         // The command-line front end: argument parsing and output only.
-        .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet"], swiftSettings: strict),
+        .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS"],
+                          swiftSettings: strict),
 
         .testTarget(name: "TallyHTTPTests", dependencies: ["TallyHTTP"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),

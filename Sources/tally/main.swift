@@ -1,1 +1,43 @@
-print("tally")
+@preconcurrency import Glibc
+
+/// The `tally` command: dispatches to one command type per subcommand.
+let usage = """
+Usage: tally <command> [options]
+
+Commands:
+  serve          run the hub (HTTP + WebSocket on one port)
+  echo-check     check a WebSocket echo endpoint message by message
+  bench          benchmarks: echo round trips, idle connection memory
+  help           show this help; 'tally <command> --help' for a command
+
+Exit status: 0 success, 1 failure, 2 usage error.
+"""
+
+let version = "0.1.0"
+let args = CommandLine.arguments
+let status: Int32
+do {
+    switch args.dropFirst().first {
+    case nil, "help", "--help", "-h":
+        print(usage)
+        status = 0
+    case "--version", "version":
+        print("tally \(version)")
+        status = 0
+    case "serve":
+        status = try ServeCommand.run(args.dropFirst(2))
+    case "echo-check":
+        status = try EchoCheckCommand.run(args.dropFirst(2))
+    case "bench":
+        status = try BenchCommand.run(args.dropFirst(2))
+    case let other?:
+        throw UsageError(message: "unknown command '\(other)'")
+    }
+} catch let error as UsageError {
+    printError("\(error.message)\nRun 'tally --help' for usage.")
+    status = 2
+} catch {
+    printError("\(error)")
+    status = 2
+}
+exit(status)

@@ -1,0 +1,148 @@
+import TallyHTTP
+import TallyWebSocket
+
+/// Server side HTTP/1.1: requests in, responses out, and the WebSocket upgrade.
+extension Connection {
+    func processHTTP(_ bytes: UnsafeRawBufferPointer) {
+        var rest = bytes
+        while phase == .http, !rest.isEmpty, httpParser != nil {
+            let (consumed, result) = httpParser!.parse(rest)
+            rest = UnsafeRawBufferPointer(rebasing: rest[consumed...])
+            switch result {
+            case .needMore:
+                if requestStartedAt == nil, !(httpParser?.isIdle ?? true) { requestStartedAt = loop.now }
+                if consumed == 0 { return }
+            case .request(let request):
+                requestStartedAt = nil
+                handle(request)
+                // Bytes after an upgrade request are the first WebSocket frames.
+                if phase == .webSocket, !rest.isEmpty { processWebSocket(rest) }
+            case .failure(let error):
+                respondAndClose(.error(error.status, code: HTTPResponse.errorCode(for: error.status),
+                                       message: error.message))
+                return
+            }
+        }
+    }
+
+    private func handle(_ request: HTTPRequest) {
+        guard let server else { return }
+        loop.metrics.httpRequests.add(1, ordering: .relaxed)
+        let context = RequestContext(loop: loop, isTLS: tls != nil)
+        switch server.application.handle(request, context: context) {
+        case .respond(let response):
+            respond(response, keepAlive: request.keepAlive)
+        case .upgrade(let route):
+            upgrade(request, route: route)
+        }
+    }
+
+    func respond(_ response: HTTPResponse, keepAlive: Bool) {
+        enqueue(response.serialize(keepAlive: keepAlive))
+        if !keepAlive { finishHTTP() }
+    }
+
+    /// Answers and closes: for malformed requests and timeouts, after which
+    /// the byte stream cannot be trusted.
+    func respondAndClose(_ response: HTTPResponse) {
+        enqueue(response.serialize(keepAlive: false))
+        finishHTTP()
+    }
+
+    private func finishHTTP() {
+        httpParser = nil
+        requestStartedAt = nil
+        closeAfterFlush = true
+        enter(.closing)
+    }
+
+    /// Validates the opening handshake (RFC 6455 §4.2.1) and switches
+    /// protocols, or answers with the status §4.2.2 calls for.
+    private func upgrade(_ request: HTTPRequest, route: WebSocketRoute) {
+        let headers = request.headers
+        guard headers.containsToken("Upgrade", "websocket") else {
+            var response = HTTPResponse.error(.upgradeRequired, code: "upgrade_required",
+                message: "this endpoint speaks WebSocket: send a GET with 'Upgrade: websocket' and 'Connection: Upgrade'")
+            response.headers.set("Upgrade", "websocket")
+            response.headers.set("Sec-WebSocket-Version", "13")
+            respond(response, keepAlive: request.keepAlive)
+            return
+        }
+        func refuse(_ status: HTTPStatus, _ code: String, _ message: String, _ extra: [(String, String)] = []) {
+            var response = HTTPResponse.error(status, code: code, message: message)
+            for (name, value) in extra { response.headers.set(name, value) }
+            respondAndClose(response)
+        }
+        guard request.method == "GET" else {
+            return refuse(.methodNotAllowed, "method_not_allowed",
+                          "a WebSocket handshake must be a GET, not \(request.method)", [("Allow", "GET")])
+        }
+        guard request.version.major == 1, request.version.minor >= 1 else {
+            return refuse(.badRequest, "bad_handshake", "a WebSocket handshake needs HTTP/1.1")
+        }
+        guard headers.containsToken("Connection", "upgrade") else {
+            return refuse(.badRequest, "bad_handshake", "the 'Connection' header must include 'Upgrade'")
+        }
+        let versions = headers.values("Sec-WebSocket-Version")
+        guard versions.count == 1, versions[0].trimmingSpaces == "13" else {
+            return refuse(.upgradeRequired, "unsupported_version",
+                          "only WebSocket version 13 is supported; send 'Sec-WebSocket-Version: 13'",
+                          [("Sec-WebSocket-Version", "13")])
+        }
+        let keys = headers.values("Sec-WebSocket-Key")
+        guard keys.count == 1, WebSocketHandshake.isValidKey(keys[0].trimmingSpaces) else {
+            return refuse(.badRequest, "bad_handshake",
+                          "'Sec-WebSocket-Key' must be one base64-encoded 16-byte value")
+        }
+
+        let offered = headers.values("Sec-WebSocket-Protocol")
+            .flatMap { $0.split(separator: ",") }.map { String($0).trimmingSpaces }
+        let chosenProtocol = route.subprotocols.first { offered.contains($0) }
+        if chosenProtocol == nil, route.requiresSubprotocol {
+            return refuse(.badRequest, "unsupported_subprotocol",
+                          "offer one of these subprotocols in 'Sec-WebSocket-Protocol': \(route.subprotocols.joined(separator: ", "))")
+        }
+
+        var response = HTTPResponse(status: .switchingProtocols)
+        response.headers.add("Upgrade", "websocket")
+        response.headers.add("Connection", "Upgrade")
+        response.headers.add("Sec-WebSocket-Accept", WebSocketHandshake.acceptValue(forKey: keys[0].trimmingSpaces))
+        if let chosenProtocol { response.headers.add("Sec-WebSocket-Protocol", chosenProtocol) }
+        var deflate: PerMessageDeflateParameters?
+        if options.deflate.enabled,
+           let agreed = PerMessageDeflateNegotiation.accept(offers: headers.values("Sec-WebSocket-Extensions"),
+                                                            config: options.deflate) {
+            deflate = agreed.parameters
+            response.headers.add("Sec-WebSocket-Extensions", agreed.responseHeader)
+        }
+        enqueue(response.serialize(keepAlive: true))
+        httpParser = nil
+        openWebSocket(subprotocol: chosenProtocol, deflate: deflate, makeHandler: route.makeHandler)
+    }
+}
+
+extension HTTPResponse {
+    /// The machine-readable error code for a status the parser reports.
+    static func errorCode(for status: HTTPStatus) -> String {
+        switch status.code {
+        case 400: "bad_request"
+        case 408: "request_timeout"
+        case 413: "payload_too_large"
+        case 414: "uri_too_long"
+        case 431: "headers_too_large"
+        case 501: "not_implemented"
+        case 505: "http_version_not_supported"
+        default: "http_\(status.code)"
+        }
+    }
+}
+
+extension String {
+    /// Without leading and trailing spaces and tabs (HTTP's OWS).
+    var trimmingSpaces: String {
+        var slice = Substring(self)
+        while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
+        while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
+        return String(slice)
+    }
+}

@@ -1,0 +1,373 @@
+@preconcurrency import Glibc
+import CLinuxShim
+import TallyHTTP
+import TallyTLS
+import TallyWebSocket
+
+/// One TCP connection, server or client side, confined to its loop thread.
+///
+/// It moves through phases: (connecting →) (TLS handshake →) HTTP (server) or
+/// client handshake → WebSocket → closing → closed. Protocol decisions live in
+/// the pure codecs (`HTTPRequestParser`, `WebSocketDecoder`); this class only
+/// moves bytes between them and the socket, keeps the outbound queue and
+/// enforces timeouts. Reads go through the loop's shared buffer, so an idle
+/// connection holds no buffers of its own.
+final class Connection: EventSource {
+    enum Role { case server, client }
+
+    enum Phase: Equatable {
+        case connecting
+        case tlsHandshake
+        case http
+        case clientHandshake
+        case webSocket
+        /// Draining: our close frame or final response is queued or sent;
+        /// waiting for the peer's close frame or EOF.
+        case closing
+        case closed
+    }
+
+    let fd: Int32
+    let loop: EventLoop
+    let role: Role
+    let options: WebSocketOptions
+    /// Server-side settings and application; nil for clients.
+    let server: ServerContext?
+    var tls: TLSSession?
+    var phase: Phase
+
+    var httpParser: HTTPRequestParser?
+    var requestStartedAt: Int64?
+    var decoder: WebSocketDecoder?
+    var encoder: WebSocketEncoder?
+    var socket: WebSocket?
+    var handler: (any WebSocketHandler)?
+    var client: ClientHandshake?
+
+    var outbound = OutboundQueue()
+    private var interest: UInt32
+    private var flushScheduled = false
+    /// Shut the write side once the queue drains (after a final response or close frame).
+    var closeAfterFlush = false
+    private var writeShutDown = false
+    /// Our close frame is queued: no more messages may follow it.
+    var closeFrameSent = false
+    var lastActivity: Int64
+    var phaseStartedAt: Int64
+    var pingOutstanding = false
+
+    static let baseEvents = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
+
+    init(fd: Int32, loop: EventLoop, role: Role, options: WebSocketOptions, server: ServerContext?, phase: Phase) {
+        self.fd = fd
+        self.loop = loop
+        self.role = role
+        self.options = options
+        self.server = server
+        self.phase = phase
+        self.interest = Connection.baseEvents
+        self.lastActivity = loop.now
+        self.phaseStartedAt = loop.now
+    }
+
+    func enter(_ next: Phase) {
+        phase = next
+        phaseStartedAt = loop.now
+    }
+
+    /// Registers with the loop; `events` defaults to readability.
+    func register(events: UInt32 = Connection.baseEvents) throws(SystemError) {
+        interest = events
+        try loop.register(self, fd: fd, events: events)
+        loop.connectionCount += 1
+        loop.metrics.connectionsOpen.add(1, ordering: .relaxed)
+    }
+
+    // MARK: Events
+
+    func handleEvents(_ events: UInt32) {
+        switch phase {
+        case .closed:
+            return
+        case .connecting:
+            finishConnect()
+            return
+        case .tlsHandshake:
+            driveTLSHandshake()
+            return
+        default:
+            break
+        }
+        if events & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue) != 0 {
+            readable()
+        }
+        if phase != .closed, events & EPOLLOUT.rawValue != 0 {
+            flush()
+        }
+    }
+
+    private func readable() {
+        let buffer = loop.readBuffer
+        // A few reads per wake-up keep one busy connection from starving the others.
+        for _ in 0..<8 {
+            guard phase != .closed else { return }
+            let n: Int
+            if let tls {
+                switch tls.read(into: buffer) {
+                case .done(let count): n = count
+                case .wantRead, .wantWrite: return
+                case .closed: n = 0
+                case .failed(let message):
+                    server?.configuration.logger.debug("tls.read_failed", ["error": message])
+                    abort()
+                    return
+                }
+            } else {
+                do {
+                    switch try Sys.read(fd, buffer) {
+                    case .processed(let count): n = count
+                    case .wouldBlock: return
+                    }
+                } catch {
+                    abort()
+                    return
+                }
+            }
+            if n == 0 {
+                peerClosed()
+                return
+            }
+            loop.metrics.bytesIn.add(n, ordering: .relaxed)
+            lastActivity = loop.now
+            pingOutstanding = false
+            process(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+            if n < buffer.count, !(tls?.hasBufferedPlaintext ?? false) { return }
+        }
+    }
+
+    private func process(_ bytes: UnsafeRawBufferPointer) {
+        switch phase {
+        case .http:
+            processHTTP(bytes)
+        case .clientHandshake:
+            processClientHandshake(bytes)
+        case .webSocket:
+            processWebSocket(bytes)
+        case .closing:
+            // Still looking for the peer's close frame; anything else is discarded.
+            if decoder != nil { processWebSocket(bytes) }
+        case .connecting, .tlsHandshake, .closed:
+            break
+        }
+    }
+
+    // MARK: TLS
+
+    func driveTLSHandshake() {
+        guard let tls else { return }
+        switch tls.handshake() {
+        case .done:
+            if role == .server {
+                enter(.http)
+                httpParser = HTTPRequestParser(limits: server?.configuration.httpLimits ?? HTTPLimits())
+                setWriteInterest(false)
+                // Bytes of the first request may already sit decrypted inside OpenSSL.
+                readable()
+            } else {
+                sendClientHandshake()
+            }
+        case .wantRead:
+            setWriteInterest(false)
+        case .wantWrite:
+            setWriteInterest(true)
+        case .closed:
+            abort()
+        case .failed(let message):
+            loop.metrics.tlsHandshakeFailures.add(1, ordering: .relaxed)
+            server?.configuration.logger.info("tls.handshake_failed", ["error": message])
+            client?.fail(ClientError.tls(message))
+            abort()
+        }
+    }
+
+    // MARK: Writing
+
+    /// Queues bytes and arranges a flush at the end of this loop iteration.
+    /// Returns false (and closes the connection as a slow consumer) when the
+    /// bound in `WebSocketOptions.maxOutboundBytes` would be passed.
+    @discardableResult
+    func enqueue(_ bytes: [UInt8]) -> Bool {
+        guard phase != .closed else { return false }
+        if phase == .webSocket, outbound.byteCount > 0,
+           outbound.byteCount + bytes.count > options.maxOutboundBytes {
+            slowConsumer()
+            return false
+        }
+        outbound.append(bytes)
+        scheduleFlush()
+        return true
+    }
+
+    func scheduleFlush() {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        loop.requestFlush(self)
+    }
+
+    /// Writes as much of the queue as the socket takes: one `send` for one
+    /// chunk, one `writev` for several.
+    func flush() {
+        flushScheduled = false
+        guard phase != .closed, phase != .connecting, phase != .tlsHandshake else { return }
+        while !outbound.isEmpty {
+            let result: IOResult
+            do {
+                result = try writeSome()
+            } catch {
+                abort()
+                return
+            }
+            switch result {
+            case .processed(let n):
+                outbound.consume(n)
+                loop.metrics.bytesOut.add(n, ordering: .relaxed)
+            case .wouldBlock:
+                setWriteInterest(true)
+                return
+            }
+        }
+        setWriteInterest(false)
+        if closeAfterFlush, !writeShutDown { shutDownWrite() }
+    }
+
+    private func writeSome() throws(SystemError) -> IOResult {
+        if let tls {
+            let outcome = outbound.withFirstChunk { tls.write($0) }
+            switch outcome {
+            case .done(let n): return .processed(n)
+            case .wantRead, .wantWrite: return .wouldBlock
+            case .closed, .failed: throw SystemError("SSL_write", errno: EPIPE)
+            }
+        }
+        let fd = self.fd
+        let outcome: Result<IOResult, SystemError>
+        if outbound.chunkCount == 1 {
+            outcome = outbound.withFirstChunk { bytes in Result { () throws(SystemError) in try Sys.write(fd, bytes) } }
+        } else {
+            let iov = loop.iovecs
+            outcome = outbound.withIOVecs(iov, max: EventLoop.maxIOVecs) { count in
+                Result { () throws(SystemError) in try Sys.writev(fd, iov, count) }
+            }
+        }
+        return try outcome.get()
+    }
+
+    func setWriteInterest(_ on: Bool) {
+        let wanted = on ? Connection.baseEvents | EPOLLOUT.rawValue : Connection.baseEvents
+        guard wanted != interest, phase != .closed else { return }
+        interest = wanted
+        loop.modify(fd: fd, events: wanted)
+    }
+
+    /// Half-closes after the last bytes went out, then waits for the peer's
+    /// EOF. Closing outright could reset the connection while unread input is
+    /// pending, and a reset can destroy the close frame or error response
+    /// before the peer reads it.
+    private func shutDownWrite() {
+        writeShutDown = true
+        tls?.shutdown()
+        _ = Glibc.shutdown(fd, Int32(SHUT_WR))
+        if phase != .closing { enter(.closing) }
+        decoder = nil
+    }
+
+    // MARK: Closing
+
+    /// The peer sent EOF.
+    private func peerClosed() {
+        if let socket, socket.isOpen {
+            finishWebSocket(.abnormal, reason: "connection closed without a close frame")
+        }
+        client?.fail(ClientError.handshake("the server closed the connection during the handshake"))
+        closeNow()
+    }
+
+    /// A socket error: close at once.
+    func abort() {
+        if let socket, socket.isOpen {
+            finishWebSocket(.abnormal, reason: "connection lost")
+        }
+        client?.fail(ClientError.handshake("connection lost"))
+        closeNow()
+    }
+
+    /// Releases everything. Safe to call twice.
+    func closeNow() {
+        guard phase != .closed else { return }
+        phase = .closed
+        loop.deregister(fd: fd)
+        tls = nil
+        Sys.close(fd)
+        outbound = OutboundQueue()
+        httpParser = nil
+        decoder = nil
+        encoder = nil
+        handler = nil
+        socket = nil
+        client = nil
+        loop.connectionCount -= 1
+        loop.metrics.connectionsOpen.add(-1, ordering: .relaxed)
+    }
+
+    // MARK: Timeouts
+
+    /// Called about once a second (more often with short timeouts) by the
+    /// loop's sweep: pings, idle and handshake timeouts.
+    func sweep(now: Int64) {
+        let waited = now - phaseStartedAt
+        switch phase {
+        case .connecting, .clientHandshake, .tlsHandshake:
+            let limit = server?.configuration.tlsHandshakeTimeoutMillis ?? options.closeTimeoutMillis * 2
+            if waited > limit {
+                client?.fail(ClientError.handshake("timed out after \(limit) ms"))
+                loop.metrics.idleTimeouts.add(1, ordering: .relaxed)
+                closeNow()
+            }
+        case .http:
+            guard let configuration = server?.configuration else { return }
+            if let started = requestStartedAt {
+                if now - started > configuration.requestTimeoutMillis {
+                    loop.metrics.idleTimeouts.add(1, ordering: .relaxed)
+                    respondAndClose(.error(.requestTimeout, code: "request_timeout",
+                                           message: "the request was not complete within \(configuration.requestTimeoutMillis) ms"))
+                }
+            } else if now - lastActivity > configuration.keepAliveTimeoutMillis {
+                closeNow()
+            }
+        case .webSocket:
+            let silent = now - lastActivity
+            if silent > options.idleTimeoutMillis {
+                loop.metrics.idleTimeouts.add(1, ordering: .relaxed)
+                startClose(.goingAway, reason: "idle timeout: nothing received for \(options.idleTimeoutMillis) ms")
+            } else if silent > options.pingIntervalMillis, !pingOutstanding {
+                pingOutstanding = true
+                let ping = [UInt8]().withUnsafeBytes { encoder!.ping($0) }
+                enqueue(ping)
+            }
+        case .closing:
+            if waited > options.closeTimeoutMillis { closeNow() }
+        case .closed:
+            break
+        }
+    }
+}
+
+/// What a server connection needs from its server: frozen settings and the application.
+final class ServerContext: Sendable {
+    let configuration: ServerConfiguration
+    let application: any HTTPApplication
+    init(configuration: ServerConfiguration, application: any HTTPApplication) {
+        self.configuration = configuration
+        self.application = application
+    }
+}

@@ -1,0 +1,283 @@
+@preconcurrency import Glibc
+import CLinuxShim
+import Synchronization
+
+/// Something registered with an event loop for readiness on one descriptor.
+/// Confined to its loop's thread.
+protocol EventSource: AnyObject {
+    /// Called on the loop thread with the epoll event bits that fired.
+    func handleEvents(_ events: UInt32)
+}
+
+/// One epoll loop on one thread.
+///
+/// Everything a loop owns (its registrations, timers, connections, scratch
+/// buffers) is touched only on its own thread; other threads reach it only
+/// through `execute`, which appends to a `Mutex`-guarded mailbox and wakes the
+/// loop through an eventfd. That is why the class may be `@unchecked Sendable`:
+/// the only members other threads call are `execute`, `inEventLoop` and `id`.
+public final class EventLoop: @unchecked Sendable {
+    public let id: Int
+    let epfd: Int32
+    private let wakeFD: Int32
+    private let mailbox = Mutex<[@Sendable () -> Void]>([])
+    private let wakePending = Atomic<Bool>(false)
+    /// The loop thread's pthread id (0 before it starts); atomic so other
+    /// threads can ask `inEventLoop` without racing the start.
+    private let threadID = Atomic<UInt>(0)
+    private var running = false
+
+    // Loop-confined state.
+    private var sources: [(any EventSource)?] = []
+    private var timers = TimerHeap()
+    private var flushQueue: [Connection] = []
+    /// Monotonic milliseconds, read once per loop iteration (cheap timestamps
+    /// for activity tracking on the hot path).
+    private(set) var now: Int64 = Sys.monotonicMillis()
+    /// Connections owned by this loop (for shutdown).
+    var connectionCount = 0
+    /// Whether the timeout sweep runs on this loop.
+    var sweeping = false
+    /// One read buffer per loop, shared by every connection on it: an idle
+    /// connection holds no read buffer at all (RFC-independent design point:
+    /// memory per idle connection is the benchmark that matters).
+    let readBuffer: UnsafeMutableRawBufferPointer
+    /// Scratch iovec array for vectored writes.
+    let iovecs: UnsafeMutablePointer<iovec>
+    static let maxIOVecs = 64
+    /// Loop-local counters, summed across loops by `NetMetrics`.
+    let metrics: LoopMetrics
+
+    init(id: Int, metrics: LoopMetrics) throws(SystemError) {
+        self.id = id
+        self.metrics = metrics
+        let ep = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard ep >= 0 else { throw SystemError("epoll_create1", errno: errno) }
+        let ev = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard ev >= 0 else { Sys.close(ep); throw SystemError("eventfd", errno: errno) }
+        epfd = ep
+        wakeFD = ev
+        readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
+        iovecs = .allocate(capacity: EventLoop.maxIOVecs)
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.fd = ev
+        guard epoll_ctl(ep, EPOLL_CTL_ADD, ev, &event) == 0 else {
+            throw SystemError("epoll_ctl(eventfd)", errno: errno)
+        }
+    }
+
+    deinit {
+        Sys.close(epfd)
+        Sys.close(wakeFD)
+        readBuffer.deallocate()
+        iovecs.deallocate()
+    }
+
+    /// Whether the caller runs on this loop's thread.
+    public var inEventLoop: Bool {
+        threadID.load(ordering: .relaxed) == UInt(pthread_self())
+    }
+
+    /// Runs `task` on the loop thread, soon. Safe from any thread.
+    public func execute(_ task: @escaping @Sendable () -> Void) {
+        mailbox.withLock { $0.append(task) }
+        // Coalesce wake-ups: only the first poster after a drain writes the eventfd.
+        if !wakePending.exchange(true, ordering: .acquiringAndReleasing) {
+            var one: UInt64 = 1
+            _ = Glibc.write(wakeFD, &one, 8)
+        }
+    }
+
+    // MARK: Registration (loop thread only)
+
+    func register(_ source: any EventSource, fd: Int32, events: UInt32) throws(SystemError) {
+        if Int(fd) >= sources.count {
+            sources.append(contentsOf: repeatElement(nil, count: max(Int(fd) + 1 - sources.count, sources.count)))
+        }
+        sources[Int(fd)] = source
+        var event = epoll_event()
+        event.events = events
+        event.data.fd = fd
+        guard epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event) == 0 else {
+            sources[Int(fd)] = nil
+            throw SystemError("epoll_ctl(ADD)", errno: errno)
+        }
+    }
+
+    func modify(fd: Int32, events: UInt32) {
+        var event = epoll_event()
+        event.events = events
+        event.data.fd = fd
+        _ = epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event)
+    }
+
+    func deregister(fd: Int32) {
+        _ = epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil)
+        if Int(fd) < sources.count { sources[Int(fd)] = nil }
+    }
+
+    /// Every registered source (for sweeps and shutdown).
+    func forEachSource(_ body: (any EventSource) -> Void) {
+        for case let source? in sources { body(source) }
+    }
+
+    // MARK: Timers (loop thread only)
+
+    /// Calls `body` on the loop thread after `millis`. Returns an id for `cancelTimer`.
+    @discardableResult
+    func scheduleTimer(afterMillis millis: Int64, _ body: @escaping () -> Void) -> UInt64 {
+        timers.schedule(at: Sys.monotonicMillis() + millis, body)
+    }
+
+    func cancelTimer(_ id: UInt64) { timers.cancel(id) }
+
+    /// Asks for `connection.flush()` at the end of this loop iteration, so
+    /// frames queued during one iteration leave in one vectored write.
+    func requestFlush(_ connection: Connection) {
+        flushQueue.append(connection)
+    }
+
+    // MARK: Running
+
+    /// Starts the loop on a new thread.
+    func start() throws(SystemError) {
+        let box = Unmanaged.passRetained(self)
+        var tid = pthread_t()
+        let rc = pthread_create(&tid, nil, { raw in
+            let loop = Unmanaged<EventLoop>.fromOpaque(raw!).takeRetainedValue()
+            loop.run()
+            return nil
+        }, box.toOpaque())
+        guard rc == 0 else { box.release(); throw SystemError("pthread_create", errno: rc) }
+        joinable = tid
+    }
+    private var joinable: pthread_t?
+
+    /// Waits for the loop thread to end (after `stop`).
+    func join() {
+        if let joinable { pthread_join(joinable, nil) }
+    }
+
+    /// Ends the loop after the current iteration. Safe from any thread.
+    func stop() {
+        execute { [self] in running = false }
+    }
+
+    private func run() {
+        threadID.store(UInt(pthread_self()), ordering: .relaxed)
+        running = true
+        let maxEvents = 256
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: maxEvents)
+        defer { events.deallocate() }
+        while running {
+            let timeout = timers.millisUntilNext(now: Sys.monotonicMillis())
+            let n = epoll_wait(epfd, events, Int32(maxEvents), timeout)
+            now = Sys.monotonicMillis()
+            if n < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            for i in 0..<Int(n) {
+                let fd = events[i].data.fd
+                if fd == wakeFD {
+                    var value: UInt64 = 0
+                    _ = Glibc.read(wakeFD, &value, 8)
+                    continue
+                }
+                if Int(fd) < sources.count, let source = sources[Int(fd)] {
+                    source.handleEvents(events[i].events)
+                }
+            }
+            runMailbox()
+            timers.runExpired(now: now)
+            flushPending()
+        }
+    }
+
+    private func runMailbox() {
+        // Drain everything: eventfd wake-ups coalesce, so one wake may stand for many posts.
+        wakePending.store(false, ordering: .releasing)
+        let tasks = mailbox.withLock { box -> [@Sendable () -> Void] in
+            if box.isEmpty { return [] }
+            let taken = box
+            box = []
+            return taken
+        }
+        for task in tasks { task() }
+    }
+
+    private func flushPending() {
+        guard !flushQueue.isEmpty else { return }
+        // A flush can queue more (a close after a failed write); loop until quiet.
+        while !flushQueue.isEmpty {
+            let batch = flushQueue
+            flushQueue = []
+            for connection in batch { connection.flush() }
+        }
+    }
+}
+
+/// A binary min-heap of deadlines. Cancelled timers are skipped lazily.
+struct TimerHeap {
+    private struct Entry { var deadline: Int64; var id: UInt64; var body: () -> Void }
+    private var heap: [Entry] = []
+    private var cancelled: Set<UInt64> = []
+    private var nextID: UInt64 = 1
+
+    mutating func schedule(at deadline: Int64, _ body: @escaping () -> Void) -> UInt64 {
+        let id = nextID
+        nextID += 1
+        heap.append(Entry(deadline: deadline, id: id, body: body))
+        siftUp(heap.count - 1)
+        return id
+    }
+
+    mutating func cancel(_ id: UInt64) { cancelled.insert(id) }
+
+    func millisUntilNext(now: Int64) -> Int32 {
+        guard let first = heap.first else { return -1 }
+        return Int32(clamping: max(0, first.deadline - now))
+    }
+
+    mutating func runExpired(now: Int64) {
+        while let first = heap.first, first.deadline <= now {
+            let entry = popFirst()
+            if cancelled.remove(entry.id) != nil { continue }
+            entry.body()
+        }
+    }
+
+    private mutating func popFirst() -> Entry {
+        let first = heap[0]
+        let last = heap.removeLast()
+        if !heap.isEmpty {
+            heap[0] = last
+            siftDown(0)
+        }
+        return first
+    }
+
+    private mutating func siftUp(_ index: Int) {
+        var child = index
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard heap[child].deadline < heap[parent].deadline else { return }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private mutating func siftDown(_ index: Int) {
+        var parent = index
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var smallest = parent
+            if left < heap.count, heap[left].deadline < heap[smallest].deadline { smallest = left }
+            if right < heap.count, heap[right].deadline < heap[smallest].deadline { smallest = right }
+            if smallest == parent { return }
+            heap.swapAt(parent, smallest)
+            parent = smallest
+        }
+    }
+}

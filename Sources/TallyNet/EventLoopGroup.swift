@@ -1,0 +1,53 @@
+/// N event loops, each on its own thread.
+public final class EventLoopGroup: Sendable {
+    public let loops: [EventLoop]
+    let metrics: [LoopMetrics]
+    private let cursor = Synchronization.Atomic<Int>(0)
+
+    public init(threads: Int) throws(SystemError) {
+        var loops: [EventLoop] = []
+        var metrics: [LoopMetrics] = []
+        for id in 0..<max(1, threads) {
+            let m = LoopMetrics()
+            metrics.append(m)
+            loops.append(try EventLoop(id: id, metrics: m))
+        }
+        self.loops = loops
+        self.metrics = metrics
+        for loop in loops { try loop.start() }
+    }
+
+    /// The next loop, round robin (for client connections).
+    public func next() -> EventLoop {
+        loops[cursor.add(1, ordering: .relaxed).oldValue % loops.count]
+    }
+
+    /// Stops every loop and waits for their threads.
+    public func shutdown() {
+        for loop in loops { loop.stop() }
+        for loop in loops { loop.join() }
+    }
+
+    /// The network counters summed over every loop.
+    public func metricsSnapshot() -> NetMetricsSnapshot {
+        var s = NetMetricsSnapshot()
+        for m in metrics {
+            s.connectionsOpen += m.connectionsOpen.load(ordering: .relaxed)
+            s.connectionsAccepted += m.connectionsAccepted.load(ordering: .relaxed)
+            s.webSocketsOpen += m.webSocketsOpen.load(ordering: .relaxed)
+            s.webSocketUpgrades += m.webSocketUpgrades.load(ordering: .relaxed)
+            s.httpRequests += m.httpRequests.load(ordering: .relaxed)
+            s.messagesIn += m.messagesIn.load(ordering: .relaxed)
+            s.messagesOut += m.messagesOut.load(ordering: .relaxed)
+            s.bytesIn += m.bytesIn.load(ordering: .relaxed)
+            s.bytesOut += m.bytesOut.load(ordering: .relaxed)
+            s.slowConsumerDisconnects += m.slowConsumerDisconnects.load(ordering: .relaxed)
+            s.protocolErrors += m.protocolErrors.load(ordering: .relaxed)
+            s.idleTimeouts += m.idleTimeouts.load(ordering: .relaxed)
+            s.tlsHandshakeFailures += m.tlsHandshakeFailures.load(ordering: .relaxed)
+        }
+        return s
+    }
+}
+
+import Synchronization

@@ -1,0 +1,59 @@
+/// A `ws://` or `wss://` URL split into what a client needs
+/// (`http(s)://` are accepted as their WebSocket equivalents).
+public struct WebSocketURL: Sendable, Equatable {
+    public var secure: Bool
+    public var host: String
+    public var port: Int
+    /// Path and query, e.g. "/v1/ws?x=1".
+    public var requestTarget: String
+
+    public init(_ text: String) throws(ClientError) {
+        let schemes = [("ws://", false), ("wss://", true), ("http://", false), ("https://", true)]
+        guard let (prefix, secure) = schemes.first(where: { text.lowercased().hasPrefix($0.0) }) else {
+            throw .invalidURL("'\(text)' must start with ws://, wss://, http:// or https://")
+        }
+        self.secure = secure
+        let rest = text.dropFirst(prefix.count)
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        var target = String(rest.dropFirst(authority.count).prefix { $0 != "#" })
+        if target.isEmpty { target = "/" } else if target.hasPrefix("?") { target = "/" + target }
+        requestTarget = target
+        guard !authority.isEmpty, !authority.contains("@") else {
+            throw .invalidURL("'\(text)' has no host (or has credentials, which are not supported)")
+        }
+        var hostPart = Substring(authority)
+        var portPart: Substring?
+        if hostPart.hasPrefix("[") {
+            guard let close = hostPart.firstIndex(of: "]") else { throw .invalidURL("unclosed '[' in '\(text)'") }
+            let after = hostPart[hostPart.index(after: close)...]
+            hostPart = hostPart[hostPart.index(after: hostPart.startIndex)..<close]
+            if after.hasPrefix(":") { portPart = after.dropFirst() } else if !after.isEmpty {
+                throw .invalidURL("unexpected '\(after)' after the host in '\(text)'")
+            }
+        } else if let colon = hostPart.lastIndex(of: ":") {
+            portPart = hostPart[hostPart.index(after: colon)...]
+            hostPart = hostPart[..<colon]
+        }
+        host = String(hostPart)
+        if let portPart {
+            guard let port = Int(portPart), (1...65535).contains(port) else {
+                throw .invalidURL("port '\(portPart)' in '\(text)' is not a number from 1 to 65535")
+            }
+            self.port = port
+        } else {
+            port = secure ? 443 : 80
+        }
+        guard !host.isEmpty else { throw .invalidURL("'\(text)' has no host") }
+    }
+
+    /// The `Host` header value (RFC 9112 §3.2): the port only when not the default.
+    var hostHeader: String {
+        let name = host.contains(":") ? "[\(host)]" : host
+        return port == (secure ? 443 : 80) ? name : "\(name):\(port)"
+    }
+
+    /// Whether the host is a loopback address (tokens may go there in clear text).
+    public var isLoopback: Bool {
+        host == "localhost" || host.hasPrefix("127.") || host == "::1"
+    }
+}

@@ -1,0 +1,65 @@
+import Synchronization
+import TallyHTTP
+import TallyNet
+import TallyWebSocket
+
+/// The hub's HTTP application: a router frozen at start.
+final class HubRoutes: HTTPApplication {
+    enum Route: Sendable {
+        case respond(@Sendable (HTTPRequest, [String: String]) -> HTTPResponse)
+        case upgrade(WebSocketRoute)
+    }
+
+    private let router: HTTPRouter<Route>
+    let metricsSource = MetricsSource()
+
+    init(configuration: HubConfiguration) {
+        var router = HTTPRouter<Route>()
+        router.add("GET", "/healthz", .respond { _, _ in
+            .json(.ok, Array(#"{"status":"ok"}"#.utf8))
+        })
+        let metrics = metricsSource
+        router.add("GET", "/metrics", .respond { _, _ in
+            var response = HTTPResponse(status: .ok, body: Array(metrics.render().utf8))
+            response.headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            return response
+        })
+        if configuration.echo {
+            router.add("GET", "/echo", .upgrade(WebSocketRoute { _ in EchoHandler() }))
+        }
+        self.router = router
+    }
+
+    func handle(_ request: HTTPRequest, context: RequestContext) -> HTTPAction {
+        switch router.match(method: request.method, path: request.path) {
+        case .found(.respond(let respond), let parameters):
+            return .respond(respond(request, parameters))
+        case .found(.upgrade(let route), _):
+            return .upgrade(route)
+        case .methodNotAllowed(let allowed):
+            var response = HTTPResponse.error(.methodNotAllowed, code: "method_not_allowed",
+                message: "\(request.method) is not allowed on \(request.path); use \(allowed.joined(separator: " or "))")
+            response.headers.set("Allow", allowed.joined(separator: ", "))
+            return .respond(response)
+        case .notFound:
+            return .respond(.error(.notFound, code: "not_found", message: "no route for \(request.path)"))
+        }
+    }
+}
+
+/// Where `/metrics` reads its figures; set once the server exists.
+final class MetricsSource: Sendable {
+    private let source = Mutex<(@Sendable () -> NetMetricsSnapshot)?>(nil)
+    func set(_ body: @escaping @Sendable () -> NetMetricsSnapshot) { source.withLock { $0 = body } }
+    func render() -> String {
+        let body = source.withLock { $0 }
+        return body?().prometheusText ?? ""
+    }
+}
+
+/// `/echo`: sends every message back as it came (text stays text).
+final class EchoHandler: WebSocketHandler {
+    func webSocket(_ socket: WebSocket, didReceive kind: WebSocketMessageKind, _ payload: [UInt8]) {
+        socket.send(kind, payload)
+    }
+}

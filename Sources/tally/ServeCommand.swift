@@ -1,0 +1,107 @@
+@preconcurrency import Glibc
+import TallyNet
+import TallyServer
+import TallyTLS
+import TallyBench
+
+/// `tally serve`: runs the hub until SIGINT or SIGTERM.
+enum ServeCommand {
+    static let help = """
+    Usage: tally serve [options]
+
+    Runs the hub: HTTP and WebSocket on one port. Stops gracefully on SIGINT or
+    SIGTERM (stops accepting, closes WebSockets with 1001, flushes).
+
+    Options:
+      --host H                 address to bind (default 127.0.0.1)
+      --port P                 port (default 8080; 0 picks a free one)
+      --threads N              event-loop threads (default: number of cores)
+      --tls-cert FILE          PEM certificate chain: serve https:// and wss://
+      --tls-key FILE           PEM private key for --tls-cert
+      --no-echo                do not serve the WebSocket echo endpoint /echo
+      --no-compression         refuse permessage-deflate
+      --max-message-size SIZE  largest WebSocket message, e.g. 1M (default 16M)
+      --max-outbound SIZE      per-connection send buffer bound (default 8M);
+                               a connection past it is closed with 1008
+      --ping-interval SECONDS  ping a silent WebSocket after this long (default 30)
+      --idle-timeout SECONDS   close a WebSocket silent this long (default 75)
+      --log-level LEVEL        debug, info, warning or error (default info)
+    """
+
+    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+        let arguments = try Arguments(args, command: "serve",
+            valued: ["host", "port", "threads", "tls-cert", "tls-key", "max-message-size", "max-outbound",
+                     "ping-interval", "idle-timeout", "log-level"],
+            flags: ["no-echo", "no-compression", "help"])
+        if arguments.flag("help") { print(help); return 0 }
+        try arguments.noPositionals("serve")
+        var configuration = HubConfiguration()
+        var server = ServerConfiguration()
+        if let host = arguments.string("host") { server.host = host }
+        if let port = try arguments.int("port", in: 0...65535) { server.port = port }
+        if let threads = try arguments.int("threads", in: 1...256) { server.threads = threads }
+        if let size = try arguments.bytes("max-message-size") { server.webSocket.maxMessageSize = size }
+        if let size = try arguments.bytes("max-outbound") { server.webSocket.maxOutboundBytes = size }
+        if let ms = try arguments.millis("ping-interval") { server.webSocket.pingIntervalMillis = ms }
+        if let ms = try arguments.millis("idle-timeout") { server.webSocket.idleTimeoutMillis = ms }
+        if arguments.flag("no-compression") { server.webSocket.deflate.enabled = false }
+        configuration.echo = !arguments.flag("no-echo")
+        if let level = arguments.string("log-level") {
+            let levels: [String: Logger.Level] = ["debug": .debug, "info": .info, "warning": .warning, "error": .error]
+            guard let parsed = levels[level] else {
+                throw UsageError(message: "--log-level must be debug, info, warning or error, not '\(level)'")
+            }
+            server.logger.level = parsed
+        }
+        switch (arguments.string("tls-cert"), arguments.string("tls-key")) {
+        case (let cert?, let key?):
+            do {
+                server.tls = try TLSContext.server(certificateChainFile: cert, privateKeyFile: key)
+            } catch {
+                printError("cannot use the TLS certificate: \(error.message)")
+                return 1
+            }
+        case (nil, nil):
+            break
+        default:
+            throw UsageError(message: "--tls-cert and --tls-key go together")
+        }
+        configuration.server = server
+
+        // Block the stop signals in every thread (the loops inherit the mask),
+        // then wait for them here.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        raiseDescriptorLimit()
+
+        let hub: Hub
+        do {
+            hub = try Hub(configuration: configuration)
+        } catch {
+            printError("cannot start the hub: \(error)")
+            return 1
+        }
+        let scheme = server.tls == nil ? "http" : "https"
+        let host = server.host.contains(":") ? "[\(server.host)]" : server.host
+        server.logger.info("server.started", ["address": "\(scheme)://\(host):\(hub.port)",
+                                              "threads": String(server.threads),
+                                              "tls": server.tls == nil ? "off" : "on",
+                                              "echo": configuration.echo ? "on" : "off"])
+        print("tally listening on \(scheme)://\(host):\(hub.port)")
+        fflush(stdout)
+
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        server.logger.info("server.stopping", ["signal": received == SIGINT ? "SIGINT" : "SIGTERM"])
+        hub.shutdown()
+        server.logger.info("server.stopped")
+        return 0
+    }
+}
+
+func printError(_ message: String) {
+    fputs("tally: \(message)\n", stderr)
+}
