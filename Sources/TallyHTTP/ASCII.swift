@@ -1,0 +1,131 @@
+/// Byte classes and case-insensitive comparisons from the HTTP grammar.
+///
+/// HTTP/1.1 framing is defined over octets, not characters (RFC 9112 §2.2:
+/// "a recipient MUST parse an HTTP message as a sequence of octets in an
+/// encoding that is a superset of US-ASCII"), so the parser classifies bytes
+/// and only builds Strings once a token or value is complete.
+enum ASCII {
+    static let tab: UInt8 = 0x09
+    static let lf: UInt8 = 0x0A
+    static let cr: UInt8 = 0x0D
+    static let space: UInt8 = 0x20
+    static let comma: UInt8 = 0x2C
+    static let colon: UInt8 = 0x3A
+    static let semicolon: UInt8 = 0x3B
+    static let percent: UInt8 = 0x25
+    static let slash: UInt8 = 0x2F
+    static let question: UInt8 = 0x3F
+    static let hash: UInt8 = 0x23
+
+    /// `tchar` from RFC 9110 §5.6.2: the characters of methods and field names.
+    @inline(__always)
+    static func isTokenChar(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A:
+            return true
+        case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E:
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// A byte of a request-target. RFC 9112 §3.2 builds targets from URI
+    /// characters (RFC 3986), all visible ASCII. We accept every VCHAR except
+    /// `#` (a fragment is never sent, RFC 9110 §7.1): rejecting the few
+    /// visible characters RFC 3986 leaves out (`"<>\^`{|}`) would break
+    /// sloppy clients for no safety gain, since the path is decoded anyway.
+    @inline(__always)
+    static func isTargetChar(_ byte: UInt8) -> Bool {
+        byte > 0x20 && byte < 0x7F && byte != hash
+    }
+
+    /// A byte allowed inside a field value: `field-vchar`, SP and HTAB
+    /// (RFC 9110 §5.5). obs-text (0x80–0xFF) is allowed by the grammar;
+    /// CR, LF, NUL and the other controls are not ("Field values containing
+    /// CR, LF, or NUL characters are invalid and dangerous").
+    @inline(__always)
+    static func isFieldValueChar(_ byte: UInt8) -> Bool {
+        byte >= 0x20 ? byte != 0x7F : byte == tab
+    }
+
+    /// Optional whitespace, `OWS = *( SP / HTAB )` (RFC 9110 §5.6.3).
+    @inline(__always)
+    static func isWhitespace(_ byte: UInt8) -> Bool {
+        byte == space || byte == tab
+    }
+
+    @inline(__always)
+    static func isDigit(_ byte: UInt8) -> Bool {
+        byte >= 0x30 && byte <= 0x39
+    }
+
+    /// The value of a hexadecimal digit, or nil.
+    @inline(__always)
+    static func hexValue(_ byte: UInt8) -> Int? {
+        switch byte {
+        case 0x30...0x39: return Int(byte - 0x30)
+        case 0x41...0x46: return Int(byte - 0x41 + 10)
+        case 0x61...0x66: return Int(byte - 0x61 + 10)
+        default: return nil
+        }
+    }
+
+    @inline(__always)
+    static func lowercased(_ byte: UInt8) -> UInt8 {
+        byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+    }
+
+    /// Whether two strings are equal ignoring ASCII case: field names are
+    /// case-insensitive (RFC 9110 §5.1), as are connection options and
+    /// transfer-coding names. Non-ASCII bytes must match exactly.
+    static func equalsIgnoringCase<A: StringProtocol, B: StringProtocol>(_ a: A, _ b: B) -> Bool {
+        let a = a.utf8, b = b.utf8
+        guard a.count == b.count else { return false }
+        for (x, y) in zip(a, b) where lowercased(x) != lowercased(y) {
+            return false
+        }
+        return true
+    }
+
+    /// Calls `body` with each element of a comma-separated list
+    /// (`#element`, RFC 9110 §5.6.1), OWS trimmed, empty elements skipped.
+    /// Stops early and returns true as soon as `body` returns true.
+    static func anyListElement(_ value: String, _ body: (Substring) -> Bool) -> Bool {
+        var rest = Substring(value)
+        while !rest.isEmpty {
+            let comma = rest.utf8.firstIndex(of: ASCII.comma) ?? rest.endIndex
+            let element = trimmingWhitespace(rest[rest.startIndex..<comma])
+            if !element.isEmpty && body(element) { return true }
+            rest = comma == rest.endIndex ? rest[rest.endIndex...] : rest[rest.utf8.index(after: comma)...]
+        }
+        return false
+    }
+
+    /// The list elements of `value`, OWS trimmed, empty elements skipped.
+    static func listElements(_ value: String) -> [Substring] {
+        var elements: [Substring] = []
+        _ = anyListElement(value) { elements.append($0); return false }
+        return elements
+    }
+
+    /// `value` without leading and trailing SP and HTAB.
+    static func trimmingWhitespace(_ value: Substring) -> Substring {
+        let utf8 = value.utf8
+        guard let first = utf8.firstIndex(where: { !isWhitespace($0) }),
+              let last = utf8.lastIndex(where: { !isWhitespace($0) }) else {
+            return value[value.endIndex...]
+        }
+        return value[first...last]
+    }
+
+    /// A byte as a developer would want to read it in an error message:
+    /// `'x'` when printable, `0x16` otherwise.
+    static func describe(_ byte: UInt8) -> String {
+        if byte > 0x20 && byte < 0x7F {
+            return "'\(Character(Unicode.Scalar(byte)))'"
+        }
+        let digits = Array("0123456789ABCDEF".utf8)
+        return "0x" + String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]], as: UTF8.self)
+    }
+}

@@ -1,0 +1,21 @@
+/// Limits that keep a hostile client from making the parser hold unbounded memory.
+///
+/// Every limit is checked on the byte that crosses it, not at the end of the
+/// line or section, so a client cannot make the parser buffer more than the
+/// limit by simply never sending CRLF.
+public struct HTTPLimits: Sendable {
+    /// Longest request line, CRLF excluded. Crossing it answers 414
+    /// (RFC 9112 §3: "A server that receives a request-target longer than any
+    /// URI it wishes to parse MUST respond with a 414").
+    public var maxRequestLineBytes = 8192
+    /// Most header (and trailer) field lines. Crossing it answers 431 (RFC 6585 §5).
+    public var maxHeaderCount = 100
+    /// Most bytes in the header section, field lines and their CRLFs
+    /// included. Crossing it answers 431.
+    public var maxHeaderBytes = 32768
+    /// Largest decoded body. A larger Content-Length, or chunks adding up to
+    /// more, answer 413 (RFC 9110 §15.5.14).
+    public var maxBodyBytes = 1 << 20
+
+    public init() {}
+}
