@@ -190,7 +190,8 @@ public final class EventLoop: @unchecked Sendable {
                 }
             }
             runMailbox()
-            timers.runExpired(now: now)
+            // Timer bodies may schedule timers: pop one at a time, run it outside the heap's mutation.
+            while let body = timers.popExpired(now: now) { body() }
             flushPending()
         }
     }
@@ -240,12 +241,14 @@ struct TimerHeap {
         return Int32(clamping: max(0, first.deadline - now))
     }
 
-    mutating func runExpired(now: Int64) {
+    /// The next due timer's body, or nil when none is due.
+    mutating func popExpired(now: Int64) -> (() -> Void)? {
         while let first = heap.first, first.deadline <= now {
             let entry = popFirst()
             if cancelled.remove(entry.id) != nil { continue }
-            entry.body()
+            return entry.body
         }
+        return nil
     }
 
     private mutating func popFirst() -> Entry {
