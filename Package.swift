@@ -13,6 +13,9 @@ let package = Package(
     products: [
         .executable(name: "tally", targets: ["tally"]),
         .library(name: "TallyNet", targets: ["TallyNet"]),
+        .library(name: "TallyHTTP", targets: ["TallyHTTP"]),
+        .library(name: "TallyWebSocket", targets: ["TallyWebSocket"]),
+        .library(name: "TallyTLS", targets: ["TallyTLS"]),
     ],
     targets: [
         // C libraries from Debian, reached through module maps (see shim.h in each).

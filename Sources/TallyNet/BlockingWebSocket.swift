@@ -1,6 +1,6 @@
 import Dispatch
 import Synchronization
-import TallyNet
+
 import TallyTLS
 import TallyWebSocket
 

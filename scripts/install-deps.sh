@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tally builds and tests with, when missing.
+# Usage: scripts/install-deps.sh [build|test]   (test adds what the test suite needs)
+set -euo pipefail
+want=(libssl-dev zlib1g-dev libsqlite3-dev pkg-config openssl)
+if [ "${1:-build}" = test ]; then
+  want+=(python3 python3-venv python3-pip)
+fi
+missing=()
+for pkg in "${want[@]}"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+# python3 may come from elsewhere (pyenv); only ask apt for it when there is none.
+if command -v python3 >/dev/null 2>&1 && python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  missing=("${missing[@]/python3-venv}"); missing=("${missing[@]/python3-pip}"); missing=("${missing[@]/python3}")
+fi
+pkgs=()
+for p in "${missing[@]}"; do [ -n "$p" ] && pkgs+=("$p"); done
+if [ ${#pkgs[@]} -gt 0 ]; then
+  echo "installing: ${pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${pkgs[@]}" >/dev/null
+fi

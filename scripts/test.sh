@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every test: the Swift unit and integration tests, then the Python
+# interop and protocol-violation suite against the real `websockets` library.
+# Installs what it needs (Debian packages, a Python venv with the PyPI packages).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh test
+
+echo "== build"
+swift build --build-tests
+
+echo "== swift test"
+swift test --skip-build
+
+echo "== python interop suite"
+venv=.build/test-venv
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -r Tests/interop/requirements.txt
+TALLY_BIN="$PWD/.build/debug/tally" "$venv/bin/python" -m pytest Tests/interop -q -p no:cacheprovider
