@@ -24,6 +24,7 @@ enum BenchCommand {
       --server-pid PID      process whose /proc/PID/status VmRSS is read
       --concurrency K       handshakes in flight at once (default 200)
       --threads N           client event-loop threads (default 2)
+      --subprotocol P       offer this subprotocol (e.g. mqtt for Mosquitto)
     """
 
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
@@ -66,7 +67,8 @@ enum BenchCommand {
 
     private static func connections(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let a = try Arguments(args, command: "bench connections",
-                              valued: ["url", "count", "server-pid", "concurrency", "threads"], flags: ["help"])
+                              valued: ["url", "count", "server-pid", "concurrency", "threads", "subprotocol"],
+                              flags: ["help"])
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench connections")
         var bench = ConnectionsBenchmark(url: a.string("url") ?? "ws://127.0.0.1:8080/echo")
@@ -74,6 +76,7 @@ enum BenchCommand {
         bench.concurrency = try a.int("concurrency", in: 1...10_000) ?? 200
         bench.serverPID = try a.int("server-pid", in: 1...Int(Int32.max)).map { Int32($0) }
         bench.options.deflate.enabled = false
+        if let subprotocol = a.string("subprotocol") { bench.subprotocols = [subprotocol] }
         raiseDescriptorLimit()
         do {
             let group = try EventLoopGroup(threads: try a.int("threads", in: 1...64) ?? 2)
@@ -87,7 +90,7 @@ enum BenchCommand {
                  "KiB per connection", "new connection (ms)", "echo (ms)"],
                 [String(r.opened), String(r.failed), format(r.seconds, 2), r.rssBeforeKiB.map(String.init) ?? "n/a",
                  r.rssAfterKiB.map(String.init) ?? "n/a", perConnection, format(r.newConnectionMillis, 2),
-                 format(r.echoMillis, 2)],
+                 r.echoMillis.map { format($0, 2) } ?? "n/a"],
             ]), terminator: "")
             return r.failed == 0 ? 0 : 1
         } catch {

@@ -1,0 +1,39 @@
+// swift-tools-version:6.0
+// libFuzzer targets for Tally's pure protocol modules. A package of its own so
+// the main package's `swift build` / `swift test` never see sanitizer flags.
+//
+// The main package exports no library products for TallyWebSocket and
+// TallyHTTP, so their sources (and the system-library module maps they need)
+// are reached through symlinks in Sources/ that point at ../../Sources/…: the
+// fuzzers always build the code as it is in the work tree.
+//
+// Build and run through ./run.sh, which adds `-sanitize=fuzzer,address`.
+// A plain `swift build` here fails to link (LLVMFuzzerRunDriver comes from the
+// libFuzzer runtime that only `-sanitize=fuzzer` links in).
+import PackageDescription
+
+// The same settings the main package compiles these modules with.
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "TallyFuzz",
+    targets: [
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
+                       providers: [.apt(["zlib1g-dev"])]),
+        .target(name: "TallyHTTP", path: "Sources/TallyHTTP", swiftSettings: strict),
+        .target(name: "TallyWebSocket", dependencies: ["COpenSSL", "CZlib"],
+                path: "Sources/TallyWebSocket", swiftSettings: strict),
+
+        // Shared driver glue (LLVMFuzzerRunDriver, invariant checks, chunking).
+        .target(name: "FuzzSupport", path: "Sources/FuzzSupport"),
+
+        .executableTarget(name: "FuzzFrameDecoder", dependencies: ["TallyWebSocket", "FuzzSupport"],
+                          path: "Sources/FuzzFrameDecoder"),
+        .executableTarget(name: "FuzzHTTPParser", dependencies: ["TallyHTTP", "FuzzSupport"],
+                          path: "Sources/FuzzHTTPParser"),
+    ]
+)

@@ -1,0 +1,186 @@
+"""Fixtures: start and stop `tally serve`, and a throwaway TLS certificate.
+
+The binary comes from $TALLY_BIN (default: <repo>/.build/debug/tally; build
+it with `swift build`). Servers bind 127.0.0.1 on a free port. Each server is
+stopped by the PID we started (SIGTERM, then SIGKILL after a bounded wait).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import ssl
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+REPO = Path(__file__).resolve().parents[2]
+TALLY_BIN = Path(os.environ.get("TALLY_BIN", REPO / ".build" / "debug" / "tally"))
+HOST = "127.0.0.1"
+START_TIMEOUT = 10.0
+STOP_TIMEOUT = 5.0
+LISTENING = re.compile(r"^tally listening on (https?)://127\.0\.0\.1:(\d+)$")
+
+
+@dataclass
+class TallyServer:
+    process: subprocess.Popen
+    scheme: str
+    host: str
+    port: int
+    stderr_path: Path
+    args: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "https"
+
+    def url(self, path: str = "/") -> str:
+        return f"{self.scheme}://{self.host}:{self.port}{path}"
+
+    def ws_url(self, path: str = "/echo") -> str:
+        return f"{'wss' if self.tls else 'ws'}://{self.host}:{self.port}{path}"
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int:
+        """Signals our process (by PID) and waits; SIGKILL if it hangs.
+        Returns the exit code (negative: killed by that signal)."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait(STOP_TIMEOUT)
+        self.exit_code = self.process.returncode
+        if self.process.stdout:
+            self.process.stdout.close()
+        return self.exit_code
+
+
+def start_tally(args: list[str], stderr_path: Path) -> TallyServer:
+    if not TALLY_BIN.is_file():
+        pytest.fail(f"tally binary not found at {TALLY_BIN}: run `swift build` or set TALLY_BIN")
+    argv = [str(TALLY_BIN), "serve", "--host", HOST, "--port", "0", *args]
+    with open(stderr_path, "wb") as stderr:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=stderr)
+    deadline = time.monotonic() + START_TIMEOUT
+    line = b""
+    fd = process.stdout.fileno()
+    while not line.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(0.0, remaining))
+        if not ready:
+            break
+        chunk = os.read(fd, 1)
+        if not chunk:
+            break
+        line += chunk
+    match = LISTENING.match(line.decode(errors="replace").rstrip("\n"))
+    if not match:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+        process.wait(STOP_TIMEOUT)
+        process.stdout.close()
+        pytest.fail(f"`{' '.join(argv)}` did not print the listening line within {START_TIMEOUT}s "
+                    f"(got {line!r}, exit {process.returncode}); stderr:\n"
+                    f"{stderr_path.read_text(errors='replace')}")
+    return TallyServer(process, match.group(1), HOST, int(match.group(2)), stderr_path, argv)
+
+
+@contextmanager
+def tally_process(args: list[str], stderr_path: Path):
+    """A running `tally serve` for the block; stopped (by PID) after it."""
+    server = start_tally(args, stderr_path)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def tally_factory(tmp_path, request):
+    """Call with extra `tally serve` arguments (``tls=True`` adds the test
+    certificate); returns a running TallyServer. All are stopped at teardown,
+    and a server that died on its own during the test fails the test."""
+    started: list[TallyServer] = []
+
+    def start(*args: str, tls: bool = False) -> TallyServer:
+        argv = list(args)
+        if tls:
+            cert, key = request.getfixturevalue("tls_cert")
+            argv += ["--tls-cert", str(cert), "--tls-key", str(key)]
+        server = start_tally(argv, tmp_path / f"tally-{len(started)}.stderr")
+        started.append(server)
+        return server
+
+    yield start
+    crashed = []
+    for server in started:
+        if server.exit_code is None and not server.alive():
+            crashed.append((server, server.process.returncode))
+        server.stop()
+    for server, code in crashed:
+        pytest.fail(f"tally exited on its own with status {code} during the test; stderr:\n{server.stderr()[-4000:]}")
+
+
+@pytest.fixture
+def tally(tally_factory) -> TallyServer:
+    """A plain-HTTP server with default options."""
+    return tally_factory()
+
+
+# --------------------------------------------------------------------------
+# TLS
+
+
+@pytest.fixture(scope="session")
+def tls_cert(tmp_path_factory) -> tuple[Path, Path]:
+    """(cert.pem, key.pem): a self-signed P-256 certificate for 127.0.0.1
+    and localhost, made once per session with the openssl CLI."""
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=30)
+    return cert, key
+
+
+@pytest.fixture(scope="session")
+def client_ssl_context(tls_cert) -> ssl.SSLContext:
+    """Trusts only the test certificate; verifies the IP SAN."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(tls_cert[0]))
+    return context
+
+
+@pytest.fixture(scope="session")
+def server_ssl_context(tls_cert) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(tls_cert[0]), str(tls_cert[1]))
+    return context

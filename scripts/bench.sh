@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Network-layer benchmarks, one invocation, release build:
+#  1. idle WebSocket connections: server memory per connection (RSS growth ÷ N)
+#     and how fast a new connection is answered while N are open — for Tally
+#     and, as the baseline in the same run, Mosquitto's WebSocket listener;
+#  2. echo round trips: latency percentiles and messages/s, with and without
+#     permessage-deflate.
+# Usage: scripts/bench.sh [connections]   (default 10000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+count=${1:-10000}
+scripts/install-deps.sh build
+if ! command -v mosquitto >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto >/dev/null || true
+fi
+swift build -c release >/dev/null
+tally=.build/release/tally
+ulimit -n "$(ulimit -Hn)"
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+start_tally() {
+  "$tally" serve --port 0 --log-level warning "$@" >"$work/tally.out" 2>"$work/tally.err" &
+  tally_pid=$!
+  pids+=("$tally_pid")
+  for _ in $(seq 100); do grep -q listening "$work/tally.out" 2>/dev/null && break; sleep 0.1; done
+  tally_port=$(grep -o '[0-9]*$' "$work/tally.out")
+}
+
+echo "## Idle connections ($count)"
+echo
+echo "### Tally"
+start_tally
+"$tally" bench connections --url "ws://127.0.0.1:$tally_port/echo" --count "$count" --server-pid "$tally_pid" 2>/dev/null \
+  | tee "$work/tally-conns.txt"
+kill "$tally_pid"; wait "$tally_pid" 2>/dev/null || true
+
+if command -v mosquitto >/dev/null 2>&1; then
+  echo
+  echo "### Mosquitto $(mosquitto -h 2>/dev/null | head -1 | awk '{print $3}') (WebSocket listener, baseline)"
+  # Mosquitto 2.0 cannot start with only a WebSocket listener (libwebsockets
+  # without external poll): a loopback MQTT listener goes beside it.
+  mport=$((20000 + RANDOM % 20000))
+  printf 'listener %d 127.0.0.1\nlistener %d\nsocket_domain ipv4\nprotocol websockets\nallow_anonymous true\nmax_connections -1\n' \
+    $((mport + 1)) "$mport" >"$work/mosquitto.conf"
+  mosquitto -c "$work/mosquitto.conf" >"$work/mosquitto.log" 2>&1 &
+  mq_pid=$!
+  pids+=("$mq_pid")
+  sleep 1
+  "$tally" bench connections --url "ws://127.0.0.1:$mport/" --subprotocol mqtt --count "$count" --server-pid "$mq_pid" 2>/dev/null \
+    | tee "$work/mq-conns.txt"
+  kill "$mq_pid"; wait "$mq_pid" 2>/dev/null || true
+  t=$(awk -F'|' 'NR==3 {gsub(/ /,"",$7); print $7}' "$work/tally-conns.txt")
+  m=$(awk -F'|' 'NR==3 {gsub(/ /,"",$7); print $7}' "$work/mq-conns.txt")
+  echo
+  echo "Tally holds $t KiB per idle connection, Mosquitto $m KiB: ratio $(awk "BEGIN {printf \"%.2f\", $t / $m}")."
+fi
+
+echo
+echo "## Echo round trips"
+start_tally
+for c in 1 10 100; do
+  for comp in --no-compression ""; do
+    echo
+    echo "### $c connection(s), 64-byte messages ${comp:+(no compression)}${comp:-(permessage-deflate)}"
+    "$tally" bench echo --url "ws://127.0.0.1:$tally_port/echo" --connections "$c" --messages $((200000 / c)) --size 64 $comp
+  done
+done
+echo
+echo "### 10 connections, 64 KiB messages (no compression)"
+"$tally" bench echo --url "ws://127.0.0.1:$tally_port/echo" --connections 10 --messages 2000 --size 65536 --no-compression
