@@ -217,7 +217,10 @@ public struct HTTPRequestParser: Sendable {
                 case ASCII.lf:
                     return (i + 1, fail(.badRequest, "bare LF after the request line; lines must end in CRLF"))
                 case ASCII.space:
-                    return (i + 1, fail(.badRequest, "unexpected space after the HTTP version in the request line"))
+                    let message = line.isEmpty
+                        ? "two spaces between the request target and the HTTP version"
+                        : "unexpected space after the HTTP version in the request line"
+                    return (i + 1, fail(.badRequest, message))
                 default:
                     // "HTTP/1.1" is 8 bytes; anything longer cannot become valid.
                     guard byte > 0x20 && byte < 0x7F && line.count < 8 else {

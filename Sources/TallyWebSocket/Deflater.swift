@@ -94,6 +94,16 @@ final class Deflater {
         var length = written
         if length >= 4, tail.withUnsafeBytes({ $0.elementsEqual(UnsafeRawBufferPointer(rebasing: output[(length - 4)..<length])) }) {
             length -= 4
+        } else if length == 0 {
+            // zlib emits nothing for a second flush in a row with no new
+            // input (an empty message after an empty one). The stream is
+            // byte-aligned after the previous flush, so the empty stored
+            // block to append is 00 00 00 ff ff, which minus the tail is the
+            // single 0x00 byte of RFC 7692 §7.2.3.6.
+            output[0] = 0x00
+            length = 1
+        } else {
+            throw ZlibError("deflate", code: Z_STREAM_ERROR, stream: nil)
         }
         return body(UnsafeRawBufferPointer(rebasing: output[0..<length]))
     }

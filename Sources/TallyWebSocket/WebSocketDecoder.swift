@@ -58,6 +58,8 @@ public struct WebSocketDecoder {
     /// Masked input is unmasked into a stack buffer of this size before it
     /// is inflated.
     private static let unmaskChunk = 4096
+    /// The most a frame header can make the decoder reserve in advance.
+    private static let maxReservation: UInt64 = 1 << 20
 
     public init(role: WebSocketRole, maxMessageSize: Int, deflate: PerMessageDeflateParameters? = nil) {
         self.role = role
@@ -224,8 +226,10 @@ public struct WebSocketDecoder {
             messageKind = opcode == .text ? .text : .binary
             messageCompressed = rsv1
             utf8 = UTF8Validator()
-            // Bounded by maxMessageSize (checked above).
-            if !rsv1 && length > 0 { message.reserveCapacity(Int(length)) }
+            // The claimed length is within maxMessageSize (checked above) but
+            // is still the peer's word: reserve at most 1 MiB up front and
+            // let larger messages grow as their bytes actually arrive.
+            if !rsv1 && length > 0 { message.reserveCapacity(Int(min(length, Self.maxReservation))) }
         case .continuation:
             break
         default:
