@@ -29,8 +29,3 @@ public struct PerMessageDeflateParameters: Sendable, Equatable {
         role == .server ? serverMaxWindowBits : clientMaxWindowBits
     }
 }
-
-extension WebSocketRole {
-    /// The other end of the connection.
-    var peer: WebSocketRole { self == .server ? .client : .server }
-}

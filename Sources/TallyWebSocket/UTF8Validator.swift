@@ -39,6 +39,11 @@ struct UTF8Validator {
                           base.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
                         index += 8
                     }
+                    // Single ASCII bytes between multi-byte characters skip
+                    // the table too, keeping them off the DFA's dependency chain.
+                    while index < count, base.load(fromByteOffset: index, as: UInt8.self) < 0x80 {
+                        index += 1
+                    }
                     if index == count { break }
                 }
                 let byte = base.load(fromByteOffset: index, as: UInt8.self)

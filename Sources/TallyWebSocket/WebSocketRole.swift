@@ -5,4 +5,9 @@
 /// server" and "A server MUST NOT mask any frames that it sends to the
 /// client." The role therefore decides both what the decoder accepts and
 /// what the encoder produces.
-public enum WebSocketRole: Sendable { case server, client }
+public enum WebSocketRole: Sendable {
+    case server, client
+
+    /// The other end of the connection.
+    var peer: WebSocketRole { self == .server ? .client : .server }
+}
