@@ -31,6 +31,9 @@ public final class EventLoop: @unchecked Sendable {
     private var sources: [(any EventSource)?] = []
     private var timers = TimerHeap()
     private var flushQueue: [Connection] = []
+    /// The batch being flushed; swapped with `flushQueue` so neither array
+    /// is reallocated per loop iteration.
+    private var flushing: [Connection] = []
     /// Monotonic milliseconds, read once per loop iteration (cheap timestamps
     /// for activity tracking on the hot path).
     private(set) var now: Int64 = Sys.monotonicMillis()
@@ -212,9 +215,9 @@ public final class EventLoop: @unchecked Sendable {
         guard !flushQueue.isEmpty else { return }
         // A flush can queue more (a close after a failed write); loop until quiet.
         while !flushQueue.isEmpty {
-            let batch = flushQueue
-            flushQueue = []
-            for connection in batch { connection.flush() }
+            swap(&flushQueue, &flushing)
+            for connection in flushing { connection.flush() }
+            flushing.removeAll(keepingCapacity: true)
         }
     }
 }

@@ -247,23 +247,26 @@ public struct WebSocketDecoder {
         let offset = Int((length - payloadRemaining) & 3)
         payloadRemaining -= UInt64(chunk.count)
         if opcode.isControl {
-            append(chunk, to: &control, maskOffset: offset)
+            Self.append(chunk, to: &control, mask: masked ? mask : nil, maskOffset: offset)
         } else if messageCompressed {
             if let failure = inflateMasked(chunk, maskOffset: offset) { return failure }
         } else {
             let start = message.count
-            append(chunk, to: &message, maskOffset: offset)
+            Self.append(chunk, to: &message, mask: masked ? mask : nil, maskOffset: offset)
             if messageKind == .text, let failure = validateText(from: start) { return failure }
         }
         return payloadRemaining == 0 ? finishFrame(emit) : nil
     }
 
     /// Appends payload bytes and unmasks them in place.
-    private func append(_ chunk: UnsafeRawBufferPointer, to buffer: inout [UInt8], maskOffset: Int) {
+    /// Static, with the mask passed in: a method reading `self` while
+    /// `self.message` is borrowed inout would make Swift copy `self`, and the
+    /// copy's extra reference forces the append to reallocate the message.
+    private static func append(_ chunk: UnsafeRawBufferPointer, to buffer: inout [UInt8],
+                               mask: WebSocketMask?, maskOffset: Int) {
         let start = buffer.count
         buffer.append(contentsOf: chunk)
-        if masked {
-            let mask = self.mask
+        if let mask {
             buffer.withUnsafeMutableBytes { raw in
                 mask.apply(to: UnsafeMutableRawBufferPointer(rebasing: raw[start...]), offset: maskOffset)
             }
