@@ -115,7 +115,13 @@ final class Connection: EventSource {
             if let tls {
                 switch tls.read(into: buffer) {
                 case .done(let count): n = count
-                case .wantRead, .wantWrite: return
+                case .wantRead:
+                    // A TLS write that waited for the peer (key update) may proceed now.
+                    if !outbound.isEmpty { scheduleFlush() }
+                    return
+                case .wantWrite:
+                    setWriteInterest(true)
+                    return
                 case .closed: n = 0
                 case .failed(let message):
                     server?.configuration.logger.debug("tls.read_failed", ["error": message])
@@ -142,6 +148,12 @@ final class Connection: EventSource {
             pingOutstanding = false
             process(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
             if n < buffer.count, !(tls?.hasBufferedPlaintext ?? false) { return }
+        }
+        // Out of turns with decrypted bytes still inside OpenSSL: epoll will
+        // not report them (the socket may be drained), so come back soon.
+        if let tls, tls.hasBufferedPlaintext, phase != .closed {
+            let me = UncheckedBox(self)
+            loop.execute { me.value.readable() }
         }
     }
 
