@@ -63,6 +63,10 @@ public struct HTTPRequestParser: Sendable {
     /// Longest chunk-size line (size, extensions, no CRLF). Extensions are
     /// ignored but still arrive, so they need a bound of their own.
     static let maxChunkLineBytes = 4096
+    /// Scratch sizes for a typical request: most lines and header counts
+    /// fit, so the buffers do not grow step by step on every request.
+    static let initialLineCapacity = 256
+    static let initialFieldCapacity = 16
 
     let limits: HTTPLimits
     var state: State = .idle
@@ -82,15 +86,25 @@ public struct HTTPRequestParser: Sendable {
     var headers = HTTPHeaders()
     /// The name of the field line being read, once its colon was seen.
     var fieldName = ""
+    /// Which framing field `fieldName` is, if any.
+    var fieldKind: FramingField?
     /// Field lines and bytes in the current header or trailer section.
     var fieldCount = 0
     var sectionBytes = 0
     var inTrailers = false
     var hostCount = 0
+    /// Connection options seen so far (RFC 9112 §9.3), for `keepAlive`.
+    var connectionClose = false
+    var connectionKeepAlive = false
+    /// Whether the client sent `Expect: 100-continue`.
+    var expectsContinue = false
+    /// Why the target is unusable, reported once the version is known to be
+    /// HTTP/1.x, so `PRI * HTTP/2.0` gets 505 rather than a complaint about `*`.
+    var targetError: HTTPParseError?
     var contentLength: Int?
     /// Transfer codings from every Transfer-Encoding line, in order, or nil
     /// when the field is absent.
-    var transferCodings: [Substring]?
+    var transferCodings: [String]?
     var body: [UInt8] = []
     var chunkSize = 0
     var chunkSizeDigits = 0
@@ -149,6 +163,9 @@ public struct HTTPRequestParser: Sendable {
                     state = .emptyLineLF
                     i += 1
                 } else if ASCII.isTokenChar(byte) {
+                    // One allocation sized for a typical line, instead of
+                    // growing from empty on every request.
+                    line.reserveCapacity(Self.initialLineCapacity)
                     state = .method  // the method state takes this byte
                 } else if byte == 0x16 {
                     return (i + 1, fail(.badRequest, "received a TLS handshake on a plain-text HTTP port"))
@@ -196,6 +213,11 @@ public struct HTTPRequestParser: Sendable {
                 case ASCII.space where line.isEmpty:
                     return (i + 1, fail(.badRequest, "empty request target (two spaces after the method)"))
                 case ASCII.space:
+                    do {
+                        (path, query) = try Self.splitTarget(line, method: method)
+                    } catch {
+                        targetError = error
+                    }
                     target = takeLine()
                     state = .version
                     i += 1
@@ -235,11 +257,7 @@ public struct HTTPRequestParser: Sendable {
                     return (i + 1, fail(.badRequest, "CR not followed by LF at the end of the request line"))
                 }
                 i += 1
-                do {
-                    (path, query) = try Self.splitTarget(target, method: method)
-                } catch {
-                    return (i, fail(error))
-                }
+                if let error = targetError { return (i, fail(error)) }
                 state = .fieldLineStart
 
             case .fieldLineStart:
@@ -263,6 +281,7 @@ public struct HTTPRequestParser: Sendable {
                     guard ASCII.isTokenChar(byte) else {
                         return (i + 1, fail(.badRequest, "invalid character \(ASCII.describe(byte)) in a header field name"))
                     }
+                    if fieldCount == 0 && !inTrailers { headers.reserveCapacity(Self.initialFieldCapacity) }
                     fieldCount += 1
                     guard fieldCount <= limits.maxHeaderCount else {
                         return (i + 1, fail(.requestHeaderFieldsTooLarge,
@@ -279,6 +298,7 @@ public struct HTTPRequestParser: Sendable {
                 if let stop = countSectionByte(at: i) { return (stop, failSectionTooLarge()) }
                 switch input[i] {
                 case ASCII.colon:
+                    fieldKind = line.withUnsafeBufferPointer { FramingField(name: $0) }
                     fieldName = takeLine()
                     state = .fieldValue
                     i += 1
