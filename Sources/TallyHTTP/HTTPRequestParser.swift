@@ -18,43 +18,6 @@
 /// limit. Between requests the parser holds no heap storage: completing a
 /// request moves the scratch buffers into it and starts from a fresh value.
 public struct HTTPRequestParser: Sendable {
-    /// Where the parser is in the grammar of RFC 9112 §2.1:
-    /// `start-line *( field-line CRLF ) CRLF [ message-body ]`.
-    enum State: Sendable {
-        /// Before a request: expecting a method or an empty line.
-        case idle
-        /// Saw the CR of an empty line before the request line.
-        case emptyLineLF
-        case method
-        case target
-        case version
-        /// Saw the CR ending the request line.
-        case requestLineLF
-        /// At the start of a field line, or of the empty line ending the
-        /// header (or trailer) section.
-        case fieldLineStart
-        case fieldName
-        case fieldValue
-        /// Saw the CR ending a field line.
-        case fieldLineLF
-        /// Saw the CR of the empty line ending the header or trailer section.
-        case sectionEndLF
-        /// Reading a Content-Length body; `remaining` bytes to go.
-        case body(remaining: Int)
-        /// Reading the hex digits of a chunk size (RFC 9112 §7.1).
-        case chunkSize
-        /// After a chunk size: whitespace and chunk extensions up to CRLF.
-        /// `started` once the first `;` is seen.
-        case chunkExtension(started: Bool)
-        case chunkSizeLF
-        case chunkData(remaining: Int)
-        /// After a chunk's data: its CRLF.
-        case chunkDataCR
-        case chunkDataLF
-        /// A request failed; every later call returns this error.
-        case failed(HTTPParseError)
-    }
-
     /// Empty lines tolerated before a request line. RFC 9112 §2.2 asks to
     /// ignore "at least one"; a few cover clients that add a CRLF after a
     /// body, and the cap stops a client from keeping an idle connection busy
@@ -457,84 +420,5 @@ public struct HTTPRequestParser: Sendable {
             }
         }
         return (end, .needMore)
-    }
-
-    // MARK: - Helpers for the state machine
-
-    /// The end of the run of bytes from `start` that satisfy `accept`.
-    @inline(__always)
-    func scan(_ input: UnsafeBufferPointer<UInt8>, from start: Int, while accept: (UInt8) -> Bool) -> Int {
-        var index = start
-        while index < input.count && accept(input[index]) { index += 1 }
-        return index
-    }
-
-    /// Moves the scratch line out as a String, keeping its capacity for the
-    /// next token of this request.
-    mutating func takeLine() -> String {
-        defer { line.removeAll(keepingCapacity: true) }
-        return String(decoding: line, as: UTF8.self)
-    }
-
-    /// Appends a run to the request line; if that crosses the limit, returns
-    /// the consumed count that ends on the first byte past it.
-    mutating func appendToRequestLine(_ input: UnsafeBufferPointer<UInt8>, _ run: Range<Int>) -> Int? {
-        let room = limits.maxRequestLineBytes - requestLineBytes
-        if run.count > room { return run.lowerBound + room + 1 }
-        line.append(contentsOf: UnsafeBufferPointer(rebasing: input[run]))
-        requestLineBytes += run.count
-        return nil
-    }
-
-    /// Counts the byte at `index` against the request line limit.
-    mutating func countRequestLineByte(at index: Int) -> Int? {
-        requestLineBytes += 1
-        return requestLineBytes > limits.maxRequestLineBytes ? index + 1 : nil
-    }
-
-    /// Appends a run to the current field line, counting it against the
-    /// header section limit.
-    mutating func appendToSection(_ input: UnsafeBufferPointer<UInt8>, _ run: Range<Int>) -> Int? {
-        let room = limits.maxHeaderBytes - sectionBytes
-        if run.count > room { return run.lowerBound + room + 1 }
-        line.append(contentsOf: UnsafeBufferPointer(rebasing: input[run]))
-        sectionBytes += run.count
-        return nil
-    }
-
-    mutating func countSectionByte(at index: Int) -> Int? {
-        sectionBytes += 1
-        return sectionBytes > limits.maxHeaderBytes ? index + 1 : nil
-    }
-
-    mutating func countChunkLineByte(at index: Int) -> Int? {
-        chunkLineBytes += 1
-        return chunkLineBytes > Self.maxChunkLineBytes ? index + 1 : nil
-    }
-
-    mutating func fail(_ status: HTTPStatus, _ message: String) -> HTTPParseResult {
-        fail(HTTPParseError(status: status, message: message))
-    }
-
-    /// Enters the failed state for good and frees the scratch buffers: the
-    /// connection is about to be closed, and holding a partial body for it
-    /// would only waste memory.
-    mutating func fail(_ error: HTTPParseError) -> HTTPParseResult {
-        self = HTTPRequestParser(limits: limits)
-        state = .failed(error)
-        return .failure(error)
-    }
-
-    mutating func failRequestLineTooLong() -> HTTPParseResult {
-        fail(.uriTooLong, "the request line is longer than \(limits.maxRequestLineBytes) bytes")
-    }
-
-    mutating func failSectionTooLarge() -> HTTPParseResult {
-        fail(.requestHeaderFieldsTooLarge,
-             "the \(inTrailers ? "trailer" : "header") section is larger than \(limits.maxHeaderBytes) bytes")
-    }
-
-    mutating func failChunkLineTooLong() -> HTTPParseResult {
-        fail(.badRequest, "a chunk size line is longer than \(Self.maxChunkLineBytes) bytes")
     }
 }
