@@ -76,47 +76,66 @@ enum ASCII {
         byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
     }
 
-    /// Whether two strings are equal ignoring ASCII case: field names are
-    /// case-insensitive (RFC 9110 §5.1), as are connection options and
+    /// Whether two byte strings are equal ignoring ASCII case: field names
+    /// are case-insensitive (RFC 9110 §5.1), as are connection options and
     /// transfer-coding names. Non-ASCII bytes must match exactly.
-    static func equalsIgnoringCase<A: StringProtocol, B: StringProtocol>(_ a: A, _ b: B) -> Bool {
-        let a = a.utf8, b = b.utf8
+    ///
+    /// Comparisons run over contiguous UTF-8 (what native Strings store), so
+    /// no Character is ever formed and nothing is allocated.
+    @inline(__always)
+    static func equalsIgnoringCase(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
         guard a.count == b.count else { return false }
-        for (x, y) in zip(a, b) where lowercased(x) != lowercased(y) {
+        for index in 0..<a.count where a[index] != b[index] && lowercased(a[index]) != lowercased(b[index]) {
             return false
         }
         return true
     }
 
+    @inline(__always)
+    static func equalsIgnoringCase(_ a: UnsafeBufferPointer<UInt8>, _ b: StaticString) -> Bool {
+        equalsIgnoringCase(a, UnsafeBufferPointer(start: b.utf8Start, count: b.utf8CodeUnitCount))
+    }
+
+    static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        return withUTF8(a) { a in withUTF8(b) { b in equalsIgnoringCase(a, b) } }
+    }
+
+    static func equalsIgnoringCase(_ a: String, _ b: StaticString) -> Bool {
+        guard a.utf8.count == b.utf8CodeUnitCount else { return false }
+        return withUTF8(a) { equalsIgnoringCase($0, b) }
+    }
+
+    /// Calls `body` with the UTF-8 of `text`, contiguous.
+    @inline(__always)
+    static func withUTF8<R>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
+        return Array(text.utf8).withUnsafeBufferPointer(body)
+    }
+
     /// Calls `body` with each element of a comma-separated list
     /// (`#element`, RFC 9110 §5.6.1), OWS trimmed, empty elements skipped.
     /// Stops early and returns true as soon as `body` returns true.
-    static func anyListElement(_ value: String, _ body: (Substring) -> Bool) -> Bool {
-        var rest = Substring(value)
-        while !rest.isEmpty {
-            let comma = rest.utf8.firstIndex(of: ASCII.comma) ?? rest.endIndex
-            let element = trimmingWhitespace(rest[rest.startIndex..<comma])
-            if !element.isEmpty && body(element) { return true }
-            rest = comma == rest.endIndex ? rest[rest.endIndex...] : rest[rest.utf8.index(after: comma)...]
+    @inline(__always)
+    static func anyListElement(_ bytes: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) -> Bool {
+        var start = 0
+        while start < bytes.count {
+            var end = start
+            while end < bytes.count && bytes[end] != comma { end += 1 }
+            var first = start, last = end
+            while first < last && isWhitespace(bytes[first]) { first += 1 }
+            while last > first && isWhitespace(bytes[last - 1]) { last -= 1 }
+            if first < last && body(UnsafeBufferPointer(rebasing: bytes[first..<last])) { return true }
+            start = end + 1
         }
         return false
     }
 
-    /// The list elements of `value`, OWS trimmed, empty elements skipped.
-    static func listElements(_ value: String) -> [Substring] {
-        var elements: [Substring] = []
-        _ = anyListElement(value) { elements.append($0); return false }
+    /// The list elements of `bytes` as Strings, OWS trimmed, empty elements skipped.
+    static func listElements(_ bytes: UnsafeBufferPointer<UInt8>) -> [String] {
+        var elements: [String] = []
+        _ = anyListElement(bytes) { elements.append(String(decoding: $0, as: UTF8.self)); return false }
         return elements
-    }
-
-    /// `value` without leading and trailing SP and HTAB.
-    static func trimmingWhitespace(_ value: Substring) -> Substring {
-        let utf8 = value.utf8
-        guard let first = utf8.firstIndex(where: { !isWhitespace($0) }),
-              let last = utf8.lastIndex(where: { !isWhitespace($0) }) else {
-            return value[value.endIndex...]
-        }
-        return value[first...last]
     }
 
     /// A byte as a developer would want to read it in an error message:

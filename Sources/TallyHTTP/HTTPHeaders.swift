@@ -18,6 +18,11 @@ public struct HTTPHeaders: Sendable, Equatable {
     /// The number of field lines.
     public var count: Int { fields.count }
 
+    /// Reserves room for `count` field lines.
+    public mutating func reserveCapacity(_ count: Int) {
+        fields.reserveCapacity(count)
+    }
+
     /// Appends a field line, keeping any earlier ones with the same name.
     public mutating func add(_ name: String, _ value: String) {
         fields.append((name, value))
@@ -72,12 +77,15 @@ public struct HTTPHeaders: Sendable, Equatable {
     /// trimmed of OWS (RFC 9110 §5.6.1), so `Connection: keep-alive , Upgrade`
     /// holds `upgrade`.
     public func containsToken(_ name: String, _ token: String) -> Bool {
-        for field in fields where ASCII.equalsIgnoringCase(field.name, name) {
-            if ASCII.anyListElement(field.value, { ASCII.equalsIgnoringCase($0, token) }) {
-                return true
+        ASCII.withUTF8(token) { token in
+            for field in fields where ASCII.equalsIgnoringCase(field.name, name) {
+                let found = ASCII.withUTF8(field.value) { value in
+                    ASCII.anyListElement(value) { ASCII.equalsIgnoringCase($0, token) }
+                }
+                if found { return true }
             }
+            return false
         }
-        return false
     }
 
     /// Equal when both hold the same field lines in the same order, names

@@ -9,70 +9,126 @@ extension HTTPRequestParser {
     /// Handles a field line once its CRLF arrived: trims the value and acts
     /// on the fields that frame the message, as soon as they are seen, so an
     /// oversized Content-Length is refused before the rest of the headers.
+    /// Framing fields are examined as bytes, before any String is made.
     mutating func finishFieldLine() -> HTTPParseError? {
+        defer { line.removeAll(keepingCapacity: true) }
         // RFC 9112 §5.1: the field value excludes leading and trailing OWS.
         var start = 0, end = line.count
         while start < end && ASCII.isWhitespace(line[start]) { start += 1 }
         while end > start && ASCII.isWhitespace(line[end - 1]) { end -= 1 }
-        let value = String(decoding: line[start..<end], as: UTF8.self)
-        line.removeAll(keepingCapacity: true)
 
         // RFC 9112 §7.1.2: trailer fields "can be discarded"; nothing in Tally
         // reads them, and merging them into the headers would let a client
         // smuggle framing fields past the checks below.
         if inTrailers { return nil }
 
-        if ASCII.equalsIgnoringCase(fieldName, "content-length") {
-            if let error = addContentLength(value) { return error }
-        } else if ASCII.equalsIgnoringCase(fieldName, "transfer-encoding") {
-            transferCodings = (transferCodings ?? []) + ASCII.listElements(value)
-        } else if ASCII.equalsIgnoringCase(fieldName, "host") {
-            hostCount += 1
-            // RFC 9112 §3.2: a server MUST answer 400 to "any request message
-            // that contains more than one Host header field line".
-            if hostCount > 1 {
-                return HTTPParseError(status: .badRequest, message: "more than one Host header field")
+        if let kind = fieldKind {
+            let range = start..<end
+            let outcome = line.withUnsafeBufferPointer { line in
+                Self.examine(kind, UnsafeBufferPointer(rebasing: line[range]))
+            }
+            switch outcome {
+            case .contentLength(let length):
+                if let earlier = contentLength, earlier != length {
+                    return HTTPParseError(status: .badRequest, message: "conflicting Content-Length values")
+                }
+                contentLength = length
+                if length > limits.maxBodyBytes {
+                    let size = length == Int.max ? "over \(Int.max)" : "\(length)"
+                    return HTTPParseError(status: .payloadTooLarge,
+                                          message: "the body (\(size) bytes) is larger than \(limits.maxBodyBytes) bytes")
+                }
+            case .transferCodings(let codings):
+                transferCodings = (transferCodings ?? []) + codings
+            case .host:
+                hostCount += 1
+                // RFC 9112 §3.2: a server MUST answer 400 to "any request
+                // message that contains more than one Host header field line".
+                if hostCount > 1 {
+                    return HTTPParseError(status: .badRequest, message: "more than one Host header field")
+                }
+            case .connection(let close, let keepAlive):
+                connectionClose = connectionClose || close
+                connectionKeepAlive = connectionKeepAlive || keepAlive
+            case .expect(let continues):
+                expectsContinue = expectsContinue || continues
+            case .failure(let error):
+                return error
             }
         }
-        headers.add(fieldName, value)
+        headers.add(fieldName, String(decoding: line[start..<end], as: UTF8.self))
         return nil
     }
 
-    /// Parses a Content-Length line into `contentLength`.
+    /// What a framing field line says.
+    enum FieldFact {
+        case contentLength(Int)
+        case transferCodings([String])
+        case host
+        case connection(close: Bool, keepAlive: Bool)
+        case expect(continues: Bool)
+        case failure(HTTPParseError)
+    }
+
+    /// Reads a framing field's value.
+    static func examine(_ kind: FramingField, _ value: UnsafeBufferPointer<UInt8>) -> FieldFact {
+        switch kind {
+        case .contentLength:
+            return parseContentLength(value)
+        case .transferEncoding:
+            return .transferCodings(ASCII.listElements(value))
+        case .host:
+            return .host
+        case .connection:
+            var close = false, keepAlive = false
+            _ = ASCII.anyListElement(value) { option in
+                close = close || ASCII.equalsIgnoringCase(option, "close")
+                keepAlive = keepAlive || ASCII.equalsIgnoringCase(option, "keep-alive")
+                return false
+            }
+            return .connection(close: close, keepAlive: keepAlive)
+        case .expect:
+            // RFC 9110 §10.1.1: the only expectation defined is 100-continue.
+            return .expect(continues: ASCII.equalsIgnoringCase(value, "100-continue"))
+        }
+    }
+
+    /// Parses a Content-Length value.
     ///
     /// RFC 9112 §6.3 (5): a list of identical values, or repeated lines with
     /// one value, may be taken as that value; differing values are an
     /// unrecoverable framing error, answered with 400. RFC 9110 §8.6:
     /// `Content-Length = 1*DIGIT`, so signs, spaces inside the number and hex
     /// are all errors.
-    mutating func addContentLength(_ value: String) -> HTTPParseError? {
-        let elements = ASCII.listElements(value)
-        guard !elements.isEmpty else {
-            return HTTPParseError(status: .badRequest, message: "empty Content-Length")
-        }
-        for element in elements {
-            guard element.utf8.allSatisfy(ASCII.isDigit) else {
-                return HTTPParseError(status: .badRequest,
-                                      message: "Content-Length must be a decimal number of bytes, not '\(element)'")
+    static func parseContentLength(_ value: UnsafeBufferPointer<UInt8>) -> FieldFact {
+        var result: Int?
+        var error: HTTPParseError?
+        _ = ASCII.anyListElement(value) { element in
+            guard element.allSatisfy(ASCII.isDigit) else {
+                let text = String(decoding: element, as: UTF8.self)
+                error = HTTPParseError(status: .badRequest, message: "Content-Length must be a decimal number of bytes, not '\(text)'")
+                return true
             }
             // Digits beyond Int's range saturate: such a length is too large
-            // anyway, and saturating keeps the comparison below meaningful.
+            // anyway, and saturating keeps the comparison meaningful.
             var length = 0
-            for digit in element.utf8 {
+            for digit in element {
                 let (shifted, overflowA) = length.multipliedReportingOverflow(by: 10)
                 let (sum, overflowB) = shifted.addingReportingOverflow(Int(digit - 0x30))
                 length = overflowA || overflowB ? Int.max : sum
             }
-            if let earlier = contentLength, earlier != length {
-                return HTTPParseError(status: .badRequest, message: "conflicting Content-Length values")
+            if let earlier = result, earlier != length {
+                error = HTTPParseError(status: .badRequest, message: "conflicting Content-Length values")
+                return true
             }
-            contentLength = length
+            result = length
+            return false
         }
-        if let length = contentLength, length > limits.maxBodyBytes {
-            return HTTPParseError(status: .payloadTooLarge,
-                                  message: "the body (\(length == Int.max ? "over \(Int.max)" : "\(length)") bytes) is larger than \(limits.maxBodyBytes) bytes")
+        if let error { return .failure(error) }
+        guard let result else {
+            return .failure(HTTPParseError(status: .badRequest, message: "empty Content-Length"))
         }
-        return nil
+        return .contentLength(result)
     }
 
     /// Decides how the body is framed once the header section is complete
@@ -126,7 +182,7 @@ extension HTTPRequestParser {
     /// RFC 9110 §10.1.1: a client that sent `Expect: 100-continue` may wait
     /// for an interim 100 response before sending the body.
     mutating func expectContinueIfAsked() {
-        continueExpected = headers.containsToken("Expect", "100-continue")
+        continueExpected = expectsContinue
     }
 
     /// Builds the request and starts over with a fresh parser, which also
@@ -135,11 +191,27 @@ extension HTTPRequestParser {
     /// RFC 9112 §9.3: HTTP/1.1 connections persist unless `close` is among the
     /// Connection options; HTTP/1.0 ones only when `keep-alive` is (§C.2.2).
     mutating func complete() -> HTTPParseResult {
-        let close = headers.containsToken("Connection", "close")
-        let keepAlive = version.minor >= 1 ? !close : !close && headers.containsToken("Connection", "keep-alive")
+        let keepAlive = version.minor >= 1 ? !connectionClose : !connectionClose && connectionKeepAlive
         let request = HTTPRequest(method: method, target: target, path: path, query: query, version: version,
                                   headers: headers, body: body, keepAlive: keepAlive)
         self = HTTPRequestParser(limits: limits)
         return .request(request)
+    }
+}
+
+/// The header fields the parser itself acts on, recognised by length first
+/// so that the other fields cost one integer comparison.
+enum FramingField {
+    case contentLength, transferEncoding, host, connection, expect
+
+    init?(name: UnsafeBufferPointer<UInt8>) {
+        switch name.count {
+        case 4 where ASCII.equalsIgnoringCase(name, "host"): self = .host
+        case 6 where ASCII.equalsIgnoringCase(name, "expect"): self = .expect
+        case 10 where ASCII.equalsIgnoringCase(name, "connection"): self = .connection
+        case 14 where ASCII.equalsIgnoringCase(name, "content-length"): self = .contentLength
+        case 17 where ASCII.equalsIgnoringCase(name, "transfer-encoding"): self = .transferEncoding
+        default: return nil
+        }
     }
 }

@@ -9,8 +9,8 @@ extension HTTPRequestParser {
     /// is also what the HTTP/2 connection preface (`PRI * HTTP/2.0`) gets.
     mutating func parseVersion() -> HTTPParseError? {
         defer { line.removeAll(keepingCapacity: true) }
-        let prefix: [UInt8] = Array("HTTP/".utf8)
-        guard line.count == 8, line.starts(with: prefix),
+        guard line.count == 8, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
+              line[3] == UInt8(ascii: "P"), line[4] == ASCII.slash,
               ASCII.isDigit(line[5]), line[6] == UInt8(ascii: "."), ASCII.isDigit(line[7]) else {
             let text = String(decoding: line, as: UTF8.self)
             return HTTPParseError(status: .badRequest,
@@ -33,39 +33,39 @@ extension HTTPRequestParser {
     /// its authority is dropped here; asterisk-form (`*`) exists only for a
     /// server-wide OPTIONS (§3.2.4); authority-form only for CONNECT, which a
     /// hub does not proxy, so it is refused.
-    static func splitTarget(_ target: String, method: String) throws(HTTPParseError) -> (path: String, query: String?) {
-        if target == "*" {
+    static func splitTarget(_ target: [UInt8], method: String) throws(HTTPParseError) -> (path: String, query: String?) {
+        if target.count == 1 && target[0] == UInt8(ascii: "*") {
             guard method == "OPTIONS" else {
                 throw HTTPParseError(status: .badRequest, message: "the '*' request target is only allowed with OPTIONS")
             }
             return ("*", nil)
         }
-        let utf8 = target.utf8
-        var pathStart = utf8.startIndex
-        if utf8.first != ASCII.slash {
+        var pathStart = 0
+        if target.first != ASCII.slash {
             guard let start = absoluteFormPathStart(target) else {
                 throw HTTPParseError(status: .badRequest,
                                      message: "the request target must be a path starting with '/' (or an absolute http URL)")
             }
             pathStart = start
         }
-        let queryMark = utf8[pathStart...].firstIndex(of: ASCII.question)
-        let rawPath = target[pathStart..<(queryMark ?? utf8.endIndex)]
-        let query = queryMark.map { String(target[utf8.index(after: $0)...]) }
-        let path = rawPath.isEmpty ? "/" : try percentDecoded(rawPath)
+        let queryMark = target[pathStart...].firstIndex(of: ASCII.question)
+        let pathEnd = queryMark ?? target.count
+        let query = queryMark.map { String(decoding: target[($0 + 1)...], as: UTF8.self) }
+        let path = pathStart == pathEnd ? "/" : try percentDecoded(target[pathStart..<pathEnd])
         return (path, query)
     }
 
     /// Where the path of an absolute-form target (`http://authority/path`)
     /// starts, or nil if the target is not one.
-    static func absoluteFormPathStart(_ target: String) -> String.Index? {
-        for scheme in ["http://", "https://"] {
-            let utf8 = target.utf8
-            guard utf8.count >= scheme.utf8.count else { continue }
-            let afterScheme = utf8.index(utf8.startIndex, offsetBy: scheme.utf8.count)
-            guard ASCII.equalsIgnoringCase(target[..<afterScheme], scheme) else { continue }
-            let authorityEnd = utf8[afterScheme...].firstIndex { $0 == ASCII.slash || $0 == ASCII.question } ?? utf8.endIndex
-            return authorityEnd == afterScheme ? nil : authorityEnd
+    static func absoluteFormPathStart(_ target: [UInt8]) -> Int? {
+        let schemes: [StaticString] = ["http://", "https://"]
+        for scheme in schemes {
+            let length = scheme.utf8CodeUnitCount
+            guard target.count >= length,
+                  target.withUnsafeBufferPointer({ ASCII.equalsIgnoringCase(UnsafeBufferPointer(rebasing: $0[..<length]), scheme) })
+            else { continue }
+            let authorityEnd = target[length...].firstIndex { $0 == ASCII.slash || $0 == ASCII.question } ?? target.count
+            return authorityEnd == length ? nil : authorityEnd
         }
         return nil
     }
@@ -73,27 +73,22 @@ extension HTTPRequestParser {
     /// Decodes `%XX` escapes (RFC 3986 §2.1). The result must be UTF-8,
     /// since routes and record names are Strings; `%2F` becomes `/`, which
     /// is why routes that take names with slashes use `{name...}`.
-    static func percentDecoded(_ raw: Substring) throws(HTTPParseError) -> String {
-        let utf8 = raw.utf8
-        guard utf8.contains(ASCII.percent) else { return String(raw) }
+    static func percentDecoded(_ raw: ArraySlice<UInt8>) throws(HTTPParseError) -> String {
+        guard raw.contains(ASCII.percent) else { return String(decoding: raw, as: UTF8.self) }
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(utf8.count)
-        var index = utf8.startIndex
-        while index < utf8.endIndex {
-            let byte = utf8[index]
-            utf8.formIndex(after: &index)
+        bytes.reserveCapacity(raw.count)
+        var index = raw.startIndex
+        while index < raw.endIndex {
+            let byte = raw[index]
+            index += 1
             guard byte == ASCII.percent else {
                 bytes.append(byte)
                 continue
             }
-            guard index < utf8.endIndex, let high = ASCII.hexValue(utf8[index]) else {
+            guard index + 1 < raw.endIndex, let high = ASCII.hexValue(raw[index]), let low = ASCII.hexValue(raw[index + 1]) else {
                 throw invalidEscape
             }
-            utf8.formIndex(after: &index)
-            guard index < utf8.endIndex, let low = ASCII.hexValue(utf8[index]) else {
-                throw invalidEscape
-            }
-            utf8.formIndex(after: &index)
+            index += 2
             bytes.append(UInt8(high << 4 | low))
         }
         guard let decoded = String(validating: bytes, as: UTF8.self) else {

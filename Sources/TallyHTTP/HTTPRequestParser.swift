@@ -18,43 +18,6 @@
 /// limit. Between requests the parser holds no heap storage: completing a
 /// request moves the scratch buffers into it and starts from a fresh value.
 public struct HTTPRequestParser: Sendable {
-    /// Where the parser is in the grammar of RFC 9112 §2.1:
-    /// `start-line *( field-line CRLF ) CRLF [ message-body ]`.
-    enum State: Sendable {
-        /// Before a request: expecting a method or an empty line.
-        case idle
-        /// Saw the CR of an empty line before the request line.
-        case emptyLineLF
-        case method
-        case target
-        case version
-        /// Saw the CR ending the request line.
-        case requestLineLF
-        /// At the start of a field line, or of the empty line ending the
-        /// header (or trailer) section.
-        case fieldLineStart
-        case fieldName
-        case fieldValue
-        /// Saw the CR ending a field line.
-        case fieldLineLF
-        /// Saw the CR of the empty line ending the header or trailer section.
-        case sectionEndLF
-        /// Reading a Content-Length body; `remaining` bytes to go.
-        case body(remaining: Int)
-        /// Reading the hex digits of a chunk size (RFC 9112 §7.1).
-        case chunkSize
-        /// After a chunk size: whitespace and chunk extensions up to CRLF.
-        /// `started` once the first `;` is seen.
-        case chunkExtension(started: Bool)
-        case chunkSizeLF
-        case chunkData(remaining: Int)
-        /// After a chunk's data: its CRLF.
-        case chunkDataCR
-        case chunkDataLF
-        /// A request failed; every later call returns this error.
-        case failed(HTTPParseError)
-    }
-
     /// Empty lines tolerated before a request line. RFC 9112 §2.2 asks to
     /// ignore "at least one"; a few cover clients that add a CRLF after a
     /// body, and the cap stops a client from keeping an idle connection busy
@@ -63,6 +26,10 @@ public struct HTTPRequestParser: Sendable {
     /// Longest chunk-size line (size, extensions, no CRLF). Extensions are
     /// ignored but still arrive, so they need a bound of their own.
     static let maxChunkLineBytes = 4096
+    /// Scratch sizes for a typical request: most lines and header counts
+    /// fit, so the buffers do not grow step by step on every request.
+    static let initialLineCapacity = 256
+    static let initialFieldCapacity = 16
 
     let limits: HTTPLimits
     var state: State = .idle
@@ -82,15 +49,25 @@ public struct HTTPRequestParser: Sendable {
     var headers = HTTPHeaders()
     /// The name of the field line being read, once its colon was seen.
     var fieldName = ""
+    /// Which framing field `fieldName` is, if any.
+    var fieldKind: FramingField?
     /// Field lines and bytes in the current header or trailer section.
     var fieldCount = 0
     var sectionBytes = 0
     var inTrailers = false
     var hostCount = 0
+    /// Connection options seen so far (RFC 9112 §9.3), for `keepAlive`.
+    var connectionClose = false
+    var connectionKeepAlive = false
+    /// Whether the client sent `Expect: 100-continue`.
+    var expectsContinue = false
+    /// Why the target is unusable, reported once the version is known to be
+    /// HTTP/1.x, so `PRI * HTTP/2.0` gets 505 rather than a complaint about `*`.
+    var targetError: HTTPParseError?
     var contentLength: Int?
     /// Transfer codings from every Transfer-Encoding line, in order, or nil
     /// when the field is absent.
-    var transferCodings: [Substring]?
+    var transferCodings: [String]?
     var body: [UInt8] = []
     var chunkSize = 0
     var chunkSizeDigits = 0
@@ -149,6 +126,9 @@ public struct HTTPRequestParser: Sendable {
                     state = .emptyLineLF
                     i += 1
                 } else if ASCII.isTokenChar(byte) {
+                    // One allocation sized for a typical line, instead of
+                    // growing from empty on every request.
+                    line.reserveCapacity(Self.initialLineCapacity)
                     state = .method  // the method state takes this byte
                 } else if byte == 0x16 {
                     return (i + 1, fail(.badRequest, "received a TLS handshake on a plain-text HTTP port"))
@@ -196,6 +176,11 @@ public struct HTTPRequestParser: Sendable {
                 case ASCII.space where line.isEmpty:
                     return (i + 1, fail(.badRequest, "empty request target (two spaces after the method)"))
                 case ASCII.space:
+                    do {
+                        (path, query) = try Self.splitTarget(line, method: method)
+                    } catch {
+                        targetError = error
+                    }
                     target = takeLine()
                     state = .version
                     i += 1
@@ -235,11 +220,7 @@ public struct HTTPRequestParser: Sendable {
                     return (i + 1, fail(.badRequest, "CR not followed by LF at the end of the request line"))
                 }
                 i += 1
-                do {
-                    (path, query) = try Self.splitTarget(target, method: method)
-                } catch {
-                    return (i, fail(error))
-                }
+                if let error = targetError { return (i, fail(error)) }
                 state = .fieldLineStart
 
             case .fieldLineStart:
@@ -263,6 +244,7 @@ public struct HTTPRequestParser: Sendable {
                     guard ASCII.isTokenChar(byte) else {
                         return (i + 1, fail(.badRequest, "invalid character \(ASCII.describe(byte)) in a header field name"))
                     }
+                    if fieldCount == 0 && !inTrailers { headers.reserveCapacity(Self.initialFieldCapacity) }
                     fieldCount += 1
                     guard fieldCount <= limits.maxHeaderCount else {
                         return (i + 1, fail(.requestHeaderFieldsTooLarge,
@@ -279,6 +261,7 @@ public struct HTTPRequestParser: Sendable {
                 if let stop = countSectionByte(at: i) { return (stop, failSectionTooLarge()) }
                 switch input[i] {
                 case ASCII.colon:
+                    fieldKind = line.withUnsafeBufferPointer { FramingField(name: $0) }
                     fieldName = takeLine()
                     state = .fieldValue
                     i += 1
@@ -437,84 +420,5 @@ public struct HTTPRequestParser: Sendable {
             }
         }
         return (end, .needMore)
-    }
-
-    // MARK: - Helpers for the state machine
-
-    /// The end of the run of bytes from `start` that satisfy `accept`.
-    @inline(__always)
-    func scan(_ input: UnsafeBufferPointer<UInt8>, from start: Int, while accept: (UInt8) -> Bool) -> Int {
-        var index = start
-        while index < input.count && accept(input[index]) { index += 1 }
-        return index
-    }
-
-    /// Moves the scratch line out as a String, keeping its capacity for the
-    /// next token of this request.
-    mutating func takeLine() -> String {
-        defer { line.removeAll(keepingCapacity: true) }
-        return String(decoding: line, as: UTF8.self)
-    }
-
-    /// Appends a run to the request line; if that crosses the limit, returns
-    /// the consumed count that ends on the first byte past it.
-    mutating func appendToRequestLine(_ input: UnsafeBufferPointer<UInt8>, _ run: Range<Int>) -> Int? {
-        let room = limits.maxRequestLineBytes - requestLineBytes
-        if run.count > room { return run.lowerBound + room + 1 }
-        line.append(contentsOf: UnsafeBufferPointer(rebasing: input[run]))
-        requestLineBytes += run.count
-        return nil
-    }
-
-    /// Counts the byte at `index` against the request line limit.
-    mutating func countRequestLineByte(at index: Int) -> Int? {
-        requestLineBytes += 1
-        return requestLineBytes > limits.maxRequestLineBytes ? index + 1 : nil
-    }
-
-    /// Appends a run to the current field line, counting it against the
-    /// header section limit.
-    mutating func appendToSection(_ input: UnsafeBufferPointer<UInt8>, _ run: Range<Int>) -> Int? {
-        let room = limits.maxHeaderBytes - sectionBytes
-        if run.count > room { return run.lowerBound + room + 1 }
-        line.append(contentsOf: UnsafeBufferPointer(rebasing: input[run]))
-        sectionBytes += run.count
-        return nil
-    }
-
-    mutating func countSectionByte(at index: Int) -> Int? {
-        sectionBytes += 1
-        return sectionBytes > limits.maxHeaderBytes ? index + 1 : nil
-    }
-
-    mutating func countChunkLineByte(at index: Int) -> Int? {
-        chunkLineBytes += 1
-        return chunkLineBytes > Self.maxChunkLineBytes ? index + 1 : nil
-    }
-
-    mutating func fail(_ status: HTTPStatus, _ message: String) -> HTTPParseResult {
-        fail(HTTPParseError(status: status, message: message))
-    }
-
-    /// Enters the failed state for good and frees the scratch buffers: the
-    /// connection is about to be closed, and holding a partial body for it
-    /// would only waste memory.
-    mutating func fail(_ error: HTTPParseError) -> HTTPParseResult {
-        self = HTTPRequestParser(limits: limits)
-        state = .failed(error)
-        return .failure(error)
-    }
-
-    mutating func failRequestLineTooLong() -> HTTPParseResult {
-        fail(.uriTooLong, "the request line is longer than \(limits.maxRequestLineBytes) bytes")
-    }
-
-    mutating func failSectionTooLarge() -> HTTPParseResult {
-        fail(.requestHeaderFieldsTooLarge,
-             "the \(inTrailers ? "trailer" : "header") section is larger than \(limits.maxHeaderBytes) bytes")
-    }
-
-    mutating func failChunkLineTooLong() -> HTTPParseResult {
-        fail(.badRequest, "a chunk size line is longer than \(Self.maxChunkLineBytes) bytes")
     }
 }

@@ -15,22 +15,24 @@ public struct HTTPRouter<Handler: Sendable>: Sendable {
     /// path order. Names live on the route, not on the tree, so `/a/{id}`
     /// and `/a/{name}/b` can share a parameter node.
     struct Route: Sendable {
+        var method: String
         var handler: Handler
         var parameterNames: [String]
     }
 
     /// One level of the pattern tree.
+    ///
+    /// Children and methods sit in short arrays scanned in order: a node has
+    /// a handful of each, and comparing a few bytes beats hashing.
     struct Node: Sendable {
-        /// Literal children. A short array scanned in order beats a
-        /// dictionary here: comparing a Substring with a String allocates
-        /// nothing, while a dictionary lookup would need a String key.
-        var literals: [(segment: String, node: Int)] = []
+        /// Literal children, by the segment's UTF-8 bytes.
+        var literals: [(segment: [UInt8], node: Int)] = []
         /// The `{param}` child.
         var parameter: Int?
-        /// Routes whose pattern ends at this node, by method.
-        var routes: [String: Route] = [:]
-        /// Routes whose `{param...}` starts at this node, by method.
-        var restRoutes: [String: Route] = [:]
+        /// Routes whose pattern ends at this node.
+        var routes: [Route] = []
+        /// Routes whose `{param...}` starts at this node.
+        var restRoutes: [Route] = []
     }
 
     /// The tree, stored flat (children are indices) so the router is a
@@ -47,7 +49,7 @@ public struct HTTPRouter<Handler: Sendable>: Sendable {
     /// precondition) rather than being ignored.
     public mutating func add(_ method: String, _ pattern: String, _ handler: Handler) {
         precondition(pattern.utf8.first == ASCII.slash, "route pattern '\(pattern)' must start with '/'")
-        let segments = Self.segments(of: pattern)
+        let segments = pattern.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
         var node = 0
         var names: [String] = []
         for (position, segment) in segments.enumerated() {
@@ -58,8 +60,8 @@ public struct HTTPRouter<Handler: Sendable>: Sendable {
                     let name = String(inner.dropLast(3))
                     precondition(!name.isEmpty, "empty parameter name in '\(pattern)'")
                     names.append(name)
-                    precondition(nodes[node].restRoutes[method] == nil, "duplicate route \(method) \(pattern)")
-                    nodes[node].restRoutes[method] = Route(handler: handler, parameterNames: names)
+                    precondition(!nodes[node].restRoutes.contains { $0.method == method }, "duplicate route \(method) \(pattern)")
+                    nodes[node].restRoutes.append(Route(method: method, handler: handler, parameterNames: names))
                     return
                 }
                 precondition(!inner.isEmpty && !inner.contains("{") && !inner.contains("}"),
@@ -74,17 +76,18 @@ public struct HTTPRouter<Handler: Sendable>: Sendable {
                 }
             } else {
                 precondition(!segment.contains("{") && !segment.contains("}"), "bad segment '\(segment)' in '\(pattern)'")
-                if let child = nodes[node].literals.first(where: { $0.segment == segment })?.node {
+                let bytes = Array(segment.utf8)
+                if let child = nodes[node].literals.first(where: { $0.segment == bytes })?.node {
                     node = child
                 } else {
                     nodes.append(Node())
-                    nodes[node].literals.append((String(segment), nodes.count - 1))
+                    nodes[node].literals.append((bytes, nodes.count - 1))
                     node = nodes.count - 1
                 }
             }
         }
-        precondition(nodes[node].routes[method] == nil, "duplicate route \(method) \(pattern)")
-        nodes[node].routes[method] = Route(handler: handler, parameterNames: names)
+        precondition(!nodes[node].routes.contains { $0.method == method }, "duplicate route \(method) \(pattern)")
+        nodes[node].routes.append(Route(method: method, handler: handler, parameterNames: names))
     }
 
     /// Finds the route for a request.
@@ -95,67 +98,96 @@ public struct HTTPRouter<Handler: Sendable>: Sendable {
     ///   all of those methods (for the 405 `Allow` header, RFC 9110 §15.5.6);
     ///   otherwise `.notFound`.
     public func match(method: String, path: String) -> HTTPRouteMatch<Handler> {
-        guard path.utf8.first == ASCII.slash else { return .notFound }
-        let segments = Self.segments(of: path)
-        var captured: [Substring] = []
-        var allowed: [String] = []
-        if let route = search(node: 0, depth: 0, segments: segments, path: path, method: method,
-                              captured: &captured, allowed: &allowed) {
-            var parameters: [String: String] = [:]
-            if !captured.isEmpty {
-                parameters.reserveCapacity(captured.count)
-                for (name, value) in zip(route.parameterNames, captured) { parameters[name] = String(value) }
-            }
-            return .found(route.handler, parameters: parameters)
-        }
-        if allowed.isEmpty { return .notFound }
-        return .methodNotAllowed(allowed: Set(allowed).sorted())
+        ASCII.withUTF8(path) { match(method: method, path: $0) }
     }
 
-    /// Depth-first search in priority order (literal, parameter, rest).
-    /// Returns the first route for `method`; meanwhile collects the methods
-    /// of routes that match the path but not the method.
-    func search(node index: Int, depth: Int, segments: [Substring], path: String, method: String,
-                captured: inout [Substring], allowed: inout [String]) -> Route? {
-        let node = nodes[index]
-        if depth == segments.count {
-            if let route = node.routes[method] { return route }
-            allowed.append(contentsOf: node.routes.keys)
-            return nil
+    /// Matching over the path's UTF-8 bytes: segments are byte ranges, found
+    /// in one pass, and Strings are made only for the captured parameters.
+    func match(method: String, path: UnsafeBufferPointer<UInt8>) -> HTTPRouteMatch<Handler> {
+        guard path.first == ASCII.slash else { return .notFound }
+        var search = Search(path: path, method: method)
+        guard let route = search.run(in: self, node: 0, depth: 0) else {
+            if search.allowed.isEmpty { return .notFound }
+            return .methodNotAllowed(allowed: Set(search.allowed).sorted())
         }
-        let segment = segments[depth]
-        if let child = node.literals.first(where: { $0.segment == segment })?.node,
-           let route = search(node: child, depth: depth + 1, segments: segments, path: path, method: method,
-                              captured: &captured, allowed: &allowed) {
-            return route
+        var parameters: [String: String] = [:]
+        if !search.captured.isEmpty {
+            parameters.reserveCapacity(search.captured.count)
+            for (name, range) in zip(route.parameterNames, search.captured) {
+                parameters[name] = String(decoding: UnsafeBufferPointer(rebasing: path[range]), as: UTF8.self)
+            }
         }
-        if let child = node.parameter, !segment.isEmpty {
-            captured.append(segment)
-            if let route = search(node: child, depth: depth + 1, segments: segments, path: path, method: method,
-                                  captured: &captured, allowed: &allowed) {
+        return .found(route.handler, parameters: parameters)
+    }
+
+    /// The state of one depth-first search through the tree.
+    struct Search {
+        let path: UnsafeBufferPointer<UInt8>
+        let method: String
+        /// Segment byte ranges after the leading '/', empty ones kept: "/" is
+        /// one empty segment and "/a/" is "a" then an empty one, so a
+        /// trailing slash matters. Patterns are split the same way in `add`.
+        let segments: [Range<Int>]
+        /// Ranges captured by the parameters on the current branch.
+        var captured: [Range<Int>] = []
+        /// Methods of routes that match the path but not the method.
+        var allowed: [String] = []
+
+        init(path: UnsafeBufferPointer<UInt8>, method: String) {
+            self.path = path
+            self.method = method
+            var segments: [Range<Int>] = []
+            segments.reserveCapacity(8)
+            var start = 1
+            for index in 1..<path.count where path[index] == ASCII.slash {
+                segments.append(start..<index)
+                start = index + 1
+            }
+            segments.append(start..<path.count)
+            self.segments = segments
+        }
+
+        /// Tries the branches of a node in priority order (literal,
+        /// parameter, rest) and returns the first route for `method`.
+        mutating func run(in router: HTTPRouter, node index: Int, depth: Int) -> Route? {
+            if depth == segments.count {
+                return pick(router.nodes[index].routes)
+            }
+            let segment = segments[depth]
+            if let child = literalChild(in: router, of: index, matching: segment),
+               let route = run(in: router, node: child, depth: depth + 1) {
                 return route
             }
-            captured.removeLast()
-        }
-        if !node.restRoutes.isEmpty {
+            if let child = router.nodes[index].parameter, !segment.isEmpty {
+                if captured.isEmpty { captured.reserveCapacity(4) }
+                captured.append(segment)
+                if let route = run(in: router, node: child, depth: depth + 1) { return route }
+                captured.removeLast()
+            }
             // The rest of the path from this segment on, slashes included;
             // it must not be empty (`/v1/records/` has no name).
-            let rest = path[segment.startIndex...]
-            if !rest.isEmpty {
-                if let route = node.restRoutes[method] {
-                    captured.append(rest)
-                    return route
-                }
-                allowed.append(contentsOf: node.restRoutes.keys)
+            let rest = segment.lowerBound..<path.count
+            if !rest.isEmpty, let route = pick(router.nodes[index].restRoutes) {
+                if captured.isEmpty { captured.reserveCapacity(1) }
+                captured.append(rest)
+                return route
             }
+            return nil
         }
-        return nil
-    }
 
-    /// The segments after the leading '/', empty ones kept: "/" is one empty
-    /// segment and "/a/" is "a" then an empty one, so a trailing slash
-    /// matters. Patterns and paths are split the same way.
-    static func segments(of path: String) -> [Substring] {
-        path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+        /// The route for `method` among `routes`, noting the other methods.
+        mutating func pick(_ routes: [Route]) -> Route? {
+            for route in routes where route.method == method { return route }
+            allowed.append(contentsOf: routes.lazy.map(\.method))
+            return nil
+        }
+
+        func literalChild(in router: HTTPRouter, of index: Int, matching segment: Range<Int>) -> Int? {
+            let bytes = UnsafeBufferPointer(rebasing: path[segment])
+            for literal in router.nodes[index].literals where literal.segment.count == bytes.count {
+                if literal.segment.withUnsafeBufferPointer({ $0.elementsEqual(bytes) }) { return literal.node }
+            }
+            return nil
+        }
     }
 }
