@@ -11,6 +11,11 @@ extension Connection {
             switch result {
             case .needMore:
                 if requestStartedAt == nil, !(httpParser?.isIdle ?? true) { requestStartedAt = loop.now }
+                // RFC 9110 §10.1.1: a client that sent `Expect: 100-continue`
+                // waits for this before sending the body.
+                if httpParser?.takeExpectContinue() == true {
+                    enqueue(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+                }
                 if consumed == 0 { return }
             case .request(let request):
                 requestStartedAt = nil
