@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 TALLY_BIN = Path(os.environ.get("TALLY_BIN", REPO / ".build" / "debug" / "tally"))
 HOST = "127.0.0.1"
 START_TIMEOUT = 10.0
-STOP_TIMEOUT = 5.0
+STOP_TIMEOUT = 8.0  # the server's close timeout is 5 s
 LISTENING = re.compile(r"^tally listening on (https?)://127\.0\.0\.1:(\d+)$")
 
 
@@ -63,6 +63,26 @@ class TallyServer:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def send_signal(self, sig: int) -> None:
+        """Signals our process, by PID."""
+        assert self.process.poll() is None, "tally is not running"
+        os.kill(self.process.pid, sig)
+
+    def wait(self, timeout: float = STOP_TIMEOUT) -> int:
+        """Waits (bounded) for the process to exit by itself; its exit code."""
+        self.exit_code = self.process.wait(timeout)
+        return self.exit_code
+
+    def send_signal(self, sig: int) -> None:
+        """Signals our process, by PID."""
+        assert self.process.poll() is None, "tally is not running"
+        os.kill(self.process.pid, sig)
+
+    def wait(self, timeout: float = STOP_TIMEOUT) -> int:
+        """Waits (bounded) for the process to exit by itself; its exit code."""
+        self.exit_code = self.process.wait(timeout)
+        return self.exit_code
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int:
         """Signals our process (by PID) and waits; SIGKILL if it hangs.
@@ -138,13 +158,20 @@ def tally_factory(tmp_path, request):
         return server
 
     yield start
-    crashed = []
+    problems = []
     for server in started:
         if server.exit_code is None and not server.alive():
-            crashed.append((server, server.process.returncode))
-        server.stop()
-    for server, code in crashed:
-        pytest.fail(f"tally exited on its own with status {code} during the test; stderr:\n{server.stderr()[-4000:]}")
+            problems.append((server, f"tally exited on its own with status "
+                                     f"{server.process.returncode} during the test"))
+        if server.exit_code is None:
+            # Every test ends with a graceful shutdown, which must succeed.
+            code = server.stop()
+            if code != 0 and not problems:
+                problems.append((server, f"SIGTERM at teardown: exit status {code}, not 0 "
+                                         f"(-9: it hung for {STOP_TIMEOUT:.0f} s and was killed)"))
+    if problems:
+        server, message = problems[0]
+        pytest.fail(f"{message}; stderr:\n{server.stderr()[-4000:]}")
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import os
 import socket
+import ssl
 import struct
 import time
 from dataclasses import dataclass, field
@@ -103,7 +104,7 @@ class Buffered:
             chunk = self.sock.recv(1 << 20)
         except socket.timeout:
             raise TimeoutError("timed out waiting for the server") from None
-        except (ConnectionResetError, BrokenPipeError) as error:
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError) as error:
             raise ConnectionEnded(str(error)) from None
         if not chunk:
             raise ConnectionEnded("EOF")
@@ -226,13 +227,16 @@ class RawWebSocket:
 
     @classmethod
     def open(cls, host: str, port: int, path: str = "/echo", extensions: str | None = None,
-             rcvbuf: int | None = None, timeout: float = TIMEOUT) -> "RawWebSocket":
+             rcvbuf: int | None = None, timeout: float = TIMEOUT,
+             tls: "ssl.SSLContext | None" = None) -> "RawWebSocket":
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf is not None:  # must be set before connect to shrink the window
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         sock.settimeout(timeout)
         sock.connect((host, port))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            sock = tls.wrap_socket(sock, server_hostname=host)
         conn = Buffered(sock)
         key = websocket_key()
         sock.sendall(handshake_request(path, key, extensions))
@@ -269,15 +273,17 @@ class RawWebSocket:
         payload = self.conn.read_exact(n, deadline)
         return Frame(bool(b0 & 0x80), b0 & 0x70, b0 & 0x0F, payload)
 
-    def recv_message(self, timeout: float = TIMEOUT) -> tuple[int, bytes]:
+    def recv_message(self, timeout: float = TIMEOUT, answer_pings: bool = True) -> tuple[int, bytes]:
         """Next data message (reassembled); control frames in between must
-        not be CLOSE. Pings are answered. Returns (opcode, payload)."""
+        not be CLOSE. Pings are answered unless told otherwise. Returns
+        (opcode, payload)."""
         deadline = time.monotonic() + timeout
         opcode, parts = None, []
         while True:
             frame = self.recv_frame(max(0.01, deadline - time.monotonic()))
             if frame.opcode == PING:
-                self.send(PONG, frame.payload)
+                if answer_pings:
+                    self.send(PONG, frame.payload)
                 continue
             if frame.opcode == PONG:
                 continue
@@ -321,6 +327,7 @@ class RawWebSocket:
         except OSError:
             pass
         self.conn.wait_eof()
+        self.close()
         return frame
 
     def close(self) -> None:
@@ -330,9 +337,10 @@ class RawWebSocket:
             pass
 
 
-def assert_echo_works(host: str, port: int, message: bytes = "héllo ✓".encode()) -> None:
+def assert_echo_works(host: str, port: int, message: bytes = "héllo ✓".encode(),
+                      tls: "ssl.SSLContext | None" = None) -> None:
     """A fresh connection gets a correct echo (text and binary), then closes cleanly."""
-    ws = RawWebSocket.open(host, port)
+    ws = RawWebSocket.open(host, port, tls=tls)
     try:
         ws.send(TEXT, message)
         assert ws.recv_message() == (TEXT, message)

@@ -8,6 +8,7 @@ Both with and without permessage-deflate and TLS.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import subprocess
@@ -280,3 +281,138 @@ def test_echo_check_insecure_and_untrusted(websockets_echo):
     # Without --ca or --insecure the self-signed certificate must be refused.
     result = echo_check(server.url, "--sizes", "0", timeout=TIMEOUT)
     assert result.returncode != 0, result.stdout
+
+
+# --------------------------------------------------------------------------
+# More websockets client -> tally
+
+
+def test_no_compression_flag_refuses_deflate(tally_factory, client_ssl_context):
+    server = tally_factory("--no-compression")
+    with ws_connect(server, client_ssl_context, compression="deflate") as ws:
+        assert ws.response.headers.get("Sec-WebSocket-Extensions") is None
+        ws.send("uncompressed " * 100)
+        assert ws.recv(timeout=TIMEOUT) == "uncompressed " * 100
+
+
+def test_no_echo_flag_removes_the_endpoint(tally_factory, client_ssl_context):
+    from websockets.exceptions import InvalidStatus
+    server = tally_factory("--no-echo")
+    with pytest.raises(InvalidStatus) as info:
+        with ws_connect(server, client_ssl_context):
+            pass
+    assert info.value.response.status_code == 404
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["ws", "wss"])
+def test_concurrent_clients(tally_factory, client_ssl_context, tls):
+    """24 clients in threads, half with deflate, each sending 40 messages of
+    assorted sizes: every echo matches and stays on its own connection."""
+    import random
+    server = tally_factory(tls=tls)
+    errors: list[BaseException] = []
+
+    def client(n: int) -> None:
+        rng = random.Random(n)
+        try:
+            with ws_connect(server, client_ssl_context,
+                            compression="deflate" if n % 2 else None) as ws:
+                for i in range(40):
+                    size = rng.choice([0, 10, 125, 126, 1000, 65536, 200_000])
+                    message = (f"client {n} message {i} " * (size // 20 + 1))[:size]
+                    ws.send(message if i % 2 else message.encode())
+                    assert ws.recv(timeout=TIMEOUT) == (message if i % 2 else message.encode())
+        except BaseException as error:  # reported below with the client number
+            errors.append(AssertionError(f"client {n}: {error!r}"))
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads), "clients still running after 30 s"
+    assert not errors, errors[:3]
+
+
+# --------------------------------------------------------------------------
+# More tally client -> websockets servers
+
+
+def test_echo_check_against_server_with_deflate_parameters(tls_cert):
+    """websockets negotiates small windows and no context takeover: the
+    client must honour the parameters in the response."""
+    from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
+    factory = ServerPerMessageDeflateFactory(server_max_window_bits=10, client_max_window_bits=10,
+                                             server_no_context_takeover=True,
+                                             client_no_context_takeover=True,
+                                             require_client_max_window_bits=False)
+    seen = []
+
+    def echo(ws):
+        seen.append(ws.response.headers.get("Sec-WebSocket-Extensions"))
+        for message in ws:
+            ws.send(message)
+
+    with serve(echo, "127.0.0.1", 0, compression=None, extensions=[factory], max_size=None) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        port = server.socket.getsockname()[1]
+        result = echo_check(f"ws://127.0.0.1:{port}/", "--sizes", "0,1,125,4000,65536,1048576")
+        server.shutdown()
+        thread.join(TIMEOUT)
+    assert_all_passed(result, 6 * 2 + 1)
+    assert seen and "server_no_context_takeover" in seen[0] and "server_max_window_bits=10" in seen[0], seen
+
+
+def test_echo_check_against_fragmenting_and_pinging_server():
+    """The server answers in 1000-byte fragments and pings between them:
+    the client reassembles, answers the pings, and is not confused."""
+    pings = itertools.count()
+
+    def echo(ws):
+        for message in ws:
+            chunks = [message[i:i + 1000] for i in range(0, len(message), 1000)] or [message]
+
+            def fragments():
+                for k, chunk in enumerate(chunks):
+                    if k % 50 == 1:
+                        ws.ping(f"between fragments {next(pings)}".encode())  # control frame mid-message
+                    yield chunk
+            ws.send(fragments())
+
+    with serve(echo, "127.0.0.1", 0, compression="deflate", max_size=None, ping_interval=0.05,
+               ping_timeout=5) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        port = server.socket.getsockname()[1]
+        result = echo_check(f"ws://127.0.0.1:{port}/", "--sizes", "0,1,999,1000,1001,65536,1048576")
+        server.shutdown()
+        thread.join(TIMEOUT)
+    assert_all_passed(result, 7 * 2 + 1)
+
+
+def test_echo_check_detects_a_wrong_echo():
+    """echo-check must really compare: a server that flips one byte fails."""
+    def bad_echo(ws):
+        for message in ws:
+            if len(message) > 10:
+                message = message[:5] + (b"X" if isinstance(message, bytes) else "X") + message[6:]
+            ws.send(message)
+
+    with serve(bad_echo, "127.0.0.1", 0, max_size=None) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        port = server.socket.getsockname()[1]
+        result = echo_check(f"ws://127.0.0.1:{port}/", "--sizes", "1,1000")
+        server.shutdown()
+        thread.join(TIMEOUT)
+    assert result.returncode == 1, result.stdout
+    assert result.stdout.strip().splitlines()[-1].endswith("2 failed"), result.stdout
+
+
+def test_echo_check_against_tally(tally_factory, tls_cert):
+    """Our client against our server, over TLS, fragmented: the two halves agree."""
+    server = tally_factory(tls=True)
+    result = echo_check(server.ws_url(), "--ca", str(tls_cert[0]), "--fragment", "4096",
+                        "--sizes", "0,1,4095,4096,4097,1048576")
+    assert_all_passed(result, 6 * 2 + 1)
