@@ -34,17 +34,24 @@ extension Connection {
         guard let server else { return }
         loop.metrics.httpRequests.add(1, ordering: .relaxed)
         let context = RequestContext(loop: loop, isTLS: tls != nil)
-        switch server.application.handle(request, context: context) {
+        // RFC 9110 §9.3.2: HEAD is GET without the body, so the application
+        // only ever routes GET and the body is dropped here.
+        var routed = request
+        if request.method == "HEAD" { routed.method = "GET" }
+        switch server.application.handle(routed, context: context) {
         case .respond(let response):
-            respond(response, keepAlive: request.keepAlive)
+            respond(response, to: request)
         case .upgrade(let route):
             upgrade(request, route: route)
         }
     }
 
-    func respond(_ response: HTTPResponse, keepAlive: Bool) {
-        enqueue(response.serialize(keepAlive: keepAlive))
-        if !keepAlive { finishHTTP() }
+    /// Answers `request`, keeping the connection when it asked to.
+    func respond(_ response: HTTPResponse, to request: HTTPRequest) {
+        var bytes: [UInt8] = []
+        response.serialize(keepAlive: request.keepAlive, headRequest: request.method == "HEAD", into: &bytes)
+        enqueue(bytes)
+        if !request.keepAlive { finishHTTP() }
     }
 
     /// Answers and closes: for malformed requests and timeouts, after which
@@ -70,7 +77,7 @@ extension Connection {
                 message: "this endpoint speaks WebSocket: send a GET with 'Upgrade: websocket' and 'Connection: Upgrade'")
             response.headers.set("Upgrade", "websocket")
             response.headers.set("Sec-WebSocket-Version", "13")
-            respond(response, keepAlive: request.keepAlive)
+            respond(response, to: request)
             return
         }
         func refuse(_ status: HTTPStatus, _ code: String, _ message: String, _ extra: [(String, String)] = []) {

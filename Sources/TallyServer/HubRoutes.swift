@@ -36,7 +36,9 @@ final class HubRoutes: HTTPApplication {
             return .respond(respond(request, parameters))
         case .found(.upgrade(let route), _):
             return .upgrade(route)
-        case .methodNotAllowed(let allowed):
+        case .methodNotAllowed(var allowed):
+            // Every GET route answers HEAD too (the connection drops the body).
+            if allowed.contains("GET"), !allowed.contains("HEAD") { allowed.append("HEAD") }
             var response = HTTPResponse.error(.methodNotAllowed, code: "method_not_allowed",
                 message: "\(request.method) is not allowed on \(request.path); use \(allowed.joined(separator: " or "))")
             response.headers.set("Allow", allowed.joined(separator: ", "))

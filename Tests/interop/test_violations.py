@@ -537,7 +537,8 @@ def test_not_found(tally):
 def test_method_not_allowed(tally):
     response, conn = http_exchange(tally.host, tally.port, b"DELETE /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     assert_json_error(response, 405)
-    assert response.header("allow") == "GET"
+    # Every GET route answers HEAD as well (RFC 9110 section 9.3.2).
+    assert response.header("allow") == "GET, HEAD"
     conn.sock.close()
 
 
@@ -547,6 +548,22 @@ def test_keep_alive_two_requests(tally):
         conn.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
         response = read_http_response(conn)
         assert response.status == 200, response
+    conn.sock.close()
+
+
+def test_head_is_get_without_a_body(tally):
+    """RFC 9110 section 9.3.2: HEAD answers like GET, Content-Length included,
+    but sends no body; the next request on the connection still parses."""
+    conn = Buffered(connect(tally.host, tally.port))
+    conn.sock.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                      b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    deadline = time.monotonic() + 5
+    head = conn.read_until(b"\r\n\r\n", deadline).decode("latin-1")
+    assert head.startswith("HTTP/1.1 200"), head
+    assert "content-length: 15" in head.lower(), head
+    # No body follows: the next bytes are the GET's status line.
+    following = read_http_response(conn)
+    assert following.status == 200 and following.body == b'{"status":"ok"}'
     conn.sock.close()
 
 
