@@ -62,7 +62,7 @@ public struct ConnectionsBenchmark: Sendable {
         throws(ClientError) -> (opened: Int, failed: Int) {
         let slots = DispatchSemaphore(value: concurrency)
         let finished = DispatchGroupCounter(count: count)
-        let tally = Mutex<(opened: Int, failed: Int, firstError: ClientError?)>((0, 0, nil))
+        let tally = Locked<(opened: Int, failed: Int, firstError: ClientError?)>((0, 0, nil))
         for _ in 0..<count {
             slots.wait()
             WebSocketClient.connect(to: url, on: group.next(), options: options, subprotocols: subprotocols,

@@ -24,8 +24,8 @@ public struct EchoBenchmark: Sendable {
 
     public func run(group: EventLoopGroup) throws(ClientError) -> Result {
         let done = DispatchGroupCounter(count: connections)
-        let samples = Mutex<[UInt64]>([])
-        let failure = Mutex<ClientError?>(nil)
+        let samples = Locked<[UInt64]>([])
+        let failure = Locked<ClientError?>(nil)
         let payload = EchoCheck.payload(kind: .binary, size: size)
         let count = messagesPerConnection
         let start = nanos()

@@ -22,7 +22,7 @@ public final class BlockingWebSocket: Sendable {
                 timeoutMillis: Int = 10_000) throws(ClientError) {
         self.loop = loop
         let done = DispatchSemaphore(value: 0)
-        let outcome = Mutex<Result<SocketRef, ClientError>?>(nil)
+        let outcome = Locked<Result<SocketRef, ClientError>?>(nil)
         let mailbox = self.mailbox
         WebSocketClient.connect(to: url, on: loop, options: options, tls: tls, subprotocols: subprotocols,
                                 headers: headers, handler: { _ in Sink(mailbox: mailbox) }) { result in
@@ -69,7 +69,7 @@ public final class BlockingWebSocket: Sendable {
     }
 
     final class Mailbox: Sendable {
-        private let events = Mutex<[Event]>([])
+        private let events = Locked<[Event]>([])
         private let arrived = DispatchSemaphore(value: 0)
         func deliver(_ event: Event) {
             events.withLock { $0.append(event) }

@@ -71,6 +71,12 @@ extension Connection {
     /// Validates the opening handshake (RFC 6455 §4.2.1) and switches
     /// protocols, or answers with the status §4.2.2 calls for.
     private func upgrade(_ request: HTTPRequest, route: WebSocketRoute) {
+        guard !loop.isShuttingDown else {
+            var response = HTTPResponse.error(.serviceUnavailable, code: "shutting_down",
+                                              message: "the server is shutting down; reconnect shortly")
+            response.headers.set("Retry-After", "1")
+            return respondAndClose(response)
+        }
         let headers = request.headers
         guard headers.containsToken("Upgrade", "websocket") else {
             var response = HTTPResponse.error(.upgradeRequired, code: "upgrade_required",

@@ -20,7 +20,7 @@ public final class EventLoop: @unchecked Sendable {
     public let id: Int
     let epfd: Int32
     private let wakeFD: Int32
-    private let mailbox = Mutex<[@Sendable () -> Void]>([])
+    private let mailbox = Locked<[@Sendable () -> Void]>([])
     private let wakePending = Atomic<Bool>(false)
     /// The loop thread's pthread id (0 before it starts); atomic so other
     /// threads can ask `inEventLoop` without racing the start.
@@ -39,8 +39,10 @@ public final class EventLoop: @unchecked Sendable {
     private(set) var now: Int64 = Sys.monotonicMillis()
     /// Connections owned by this loop (for shutdown).
     var connectionCount = 0
-    /// Whether the timeout sweep runs on this loop.
-    var sweeping = false
+    /// How often the timeout sweep runs on this loop (nil: not yet started).
+    var sweepIntervalMillis: Int64?
+    /// Set when the server shuts down: no new WebSockets are opened.
+    var isShuttingDown = false
     /// One read buffer per loop, shared by every connection on it: an idle
     /// connection holds no read buffer at all (RFC-independent design point:
     /// memory per idle connection is the benchmark that matters).
@@ -226,18 +228,25 @@ public final class EventLoop: @unchecked Sendable {
 struct TimerHeap {
     private struct Entry { var deadline: Int64; var id: UInt64; var body: () -> Void }
     private var heap: [Entry] = []
-    private var cancelled: Set<UInt64> = []
+    /// Ids of timers scheduled and neither run nor cancelled; a cancelled
+    /// entry stays in the heap until its deadline and is skipped then.
+    private var pending: Set<UInt64> = []
     private var nextID: UInt64 = 1
 
     mutating func schedule(at deadline: Int64, _ body: @escaping () -> Void) -> UInt64 {
         let id = nextID
         nextID += 1
         heap.append(Entry(deadline: deadline, id: id, body: body))
+        pending.insert(id)
         siftUp(heap.count - 1)
         return id
     }
 
-    mutating func cancel(_ id: UInt64) { cancelled.insert(id) }
+    /// Timers scheduled and not yet run or cancelled.
+    var pendingCount: Int { pending.count }
+
+    /// Cancelling a timer that already ran (or an unknown id) does nothing.
+    mutating func cancel(_ id: UInt64) { pending.remove(id) }
 
     func millisUntilNext(now: Int64) -> Int32 {
         guard let first = heap.first else { return -1 }
@@ -248,7 +257,7 @@ struct TimerHeap {
     mutating func popExpired(now: Int64) -> (() -> Void)? {
         while let first = heap.first, first.deadline <= now {
             let entry = popFirst()
-            if cancelled.remove(entry.id) != nil { continue }
+            guard pending.remove(entry.id) != nil else { continue }
             return entry.body
         }
         return nil

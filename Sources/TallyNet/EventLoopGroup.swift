@@ -22,8 +22,11 @@ public final class EventLoopGroup: Sendable {
         loops[cursor.add(1, ordering: .relaxed).oldValue % loops.count]
     }
 
-    /// Stops every loop and waits for their threads.
+    private let stopped = Atomic<Bool>(false)
+
+    /// Stops every loop and waits for their threads. Later calls do nothing.
     public func shutdown() {
+        guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         for loop in loops { loop.stop() }
         for loop in loops { loop.join() }
     }

@@ -14,7 +14,7 @@ public final class Server: Sendable {
     private let listenFD: Int32
     /// The bound port (useful when the configuration asked for port 0).
     public let port: Int
-    private let stopped = Mutex<Bool>(false)
+    private let stopped = Locked<Bool>(false)
 
     /// Binds, listens and starts the loops. Throws when the address cannot be
     /// bound, with the reason.
@@ -86,31 +86,35 @@ public final class Server: Sendable {
 /// condition variables; this is a pthread mutex + condition).
 final class DispatchGroupLike: @unchecked Sendable {
     private var remaining: Int
-    private var mutex = pthread_mutex_t()
-    private var condition = pthread_cond_t()
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
     init(count: Int) {
         remaining = count
-        pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&condition, nil)
+        mutex.initialize(to: pthread_mutex_t())
+        condition.initialize(to: pthread_cond_t())
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(condition, nil)
     }
 
     deinit {
-        pthread_mutex_destroy(&mutex)
-        pthread_cond_destroy(&condition)
+        pthread_mutex_destroy(mutex)
+        pthread_cond_destroy(condition)
+        mutex.deallocate()
+        condition.deallocate()
     }
 
     func leave() {
-        pthread_mutex_lock(&mutex)
+        pthread_mutex_lock(mutex)
         remaining -= 1
-        pthread_cond_broadcast(&condition)
-        pthread_mutex_unlock(&mutex)
+        pthread_cond_broadcast(condition)
+        pthread_mutex_unlock(mutex)
     }
 
     func wait() {
-        pthread_mutex_lock(&mutex)
-        while remaining > 0 { pthread_cond_wait(&condition, &mutex) }
-        pthread_mutex_unlock(&mutex)
+        pthread_mutex_lock(mutex)
+        while remaining > 0 { pthread_cond_wait(condition, mutex) }
+        pthread_mutex_unlock(mutex)
     }
 }
 
@@ -188,23 +192,39 @@ final class Listener: EventSource {
 func sweepInterval(_ configuration: ServerConfiguration) -> Int64 {
     let ws = configuration.webSocket
     let shortest = min(ws.pingIntervalMillis, ws.idleTimeoutMillis, ws.closeTimeoutMillis,
-                       configuration.requestTimeoutMillis, configuration.keepAliveTimeoutMillis)
+                       configuration.requestTimeoutMillis, configuration.keepAliveTimeoutMillis,
+                       configuration.tlsHandshakeTimeoutMillis)
+    return max(20, min(1000, shortest / 4))
+}
+
+/// The sweep interval a client connection with these options needs.
+func sweepInterval(_ options: WebSocketOptions) -> Int64 {
+    let shortest = min(options.pingIntervalMillis, options.idleTimeoutMillis, options.closeTimeoutMillis)
     return max(20, min(1000, shortest / 4))
 }
 
 extension EventLoop {
-    /// Runs every connection's `sweep` periodically (timeouts and pings).
-    func startSweeping(every millis: Int64) {
-        scheduleTimer(afterMillis: millis) { [self] in
+    /// Runs every connection's `sweep` periodically (timeouts and pings), at
+    /// the shortest interval any connection on this loop asked for.
+    func ensureSweeping(every millis: Int64) {
+        if let current = sweepIntervalMillis, current <= millis { return }
+        let first = sweepIntervalMillis == nil
+        sweepIntervalMillis = millis
+        if first { scheduleSweep() }
+    }
+
+    private func scheduleSweep() {
+        scheduleTimer(afterMillis: sweepIntervalMillis ?? 1000) { [self] in
             let now = self.now
             forEachSource { ($0 as? Connection)?.sweep(now: now) }
-            startSweeping(every: millis)
+            scheduleSweep()
         }
     }
 
     /// Closes every connection politely, then calls `done` when all are gone
     /// or the grace period ran out.
     func beginShutdown(graceMillis: Int64, done: @escaping () -> Void) {
+        isShuttingDown = true
         forEachSource { source in
             guard let connection = source as? Connection else { return }
             connection.shutdownGracefully()

@@ -78,7 +78,7 @@ public enum WebSocketClient {
             Sys.close(fd)
             return completion(.failure(.connect(error.description)))
         }
-        loop.ensureSweeping(every: max(20, min(1000, options.pingIntervalMillis / 4)))
+        loop.ensureSweeping(every: sweepInterval(options))
     }
 }
 
@@ -87,13 +87,4 @@ public enum WebSocketClient {
 struct UncheckedBox<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
-}
-
-extension EventLoop {
-    /// Starts the sweep timer once per loop for client-only loops.
-    func ensureSweeping(every millis: Int64) {
-        guard !sweeping else { return }
-        sweeping = true
-        startSweeping(every: millis)
-    }
 }

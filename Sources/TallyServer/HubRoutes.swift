@@ -51,7 +51,7 @@ final class HubRoutes: HTTPApplication {
 
 /// Where `/metrics` reads its figures; set once the server exists.
 final class MetricsSource: Sendable {
-    private let source = Mutex<(@Sendable () -> NetMetricsSnapshot)?>(nil)
+    private let source = Locked<(@Sendable () -> NetMetricsSnapshot)?>(nil)
     func set(_ body: @escaping @Sendable () -> NetMetricsSnapshot) { source.withLock { $0 = body } }
     func render() -> String {
         let body = source.withLock { $0 }
