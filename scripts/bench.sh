@@ -37,6 +37,20 @@ start_tally
   | tee "$work/tally-conns.txt"
 kill "$tally_pid"; wait "$tally_pid" 2>/dev/null || true
 
+echo
+echo "### Tally, permessage-deflate negotiated"
+start_tally
+"$tally" bench connections --url "ws://127.0.0.1:$tally_port/echo" --count "$count" --server-pid "$tally_pid" --compression 2>/dev/null
+kill "$tally_pid"; wait "$tally_pid" 2>/dev/null || true
+
+echo
+echo "### Tally over TLS (wss://, self-signed certificate)"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
+  -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+start_tally --tls-cert "$work/cert.pem" --tls-key "$work/key.pem"
+"$tally" bench connections --url "wss://127.0.0.1:$tally_port/echo" --count "$count" --server-pid "$tally_pid" --insecure 2>/dev/null
+kill "$tally_pid"; wait "$tally_pid" 2>/dev/null || true
+
 if command -v mosquitto >/dev/null 2>&1; then
   echo
   echo "### Mosquitto $(mosquitto -h 2>/dev/null | head -1 | awk '{print $3}') (WebSocket listener, baseline)"

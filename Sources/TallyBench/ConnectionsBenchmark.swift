@@ -1,6 +1,7 @@
 import Dispatch
 import Synchronization
 import TallyNet
+import TallyTLS
 import TallyWebSocket
 
 /// Opens many idle WebSocket connections to one server and reads the
@@ -16,6 +17,8 @@ public struct ConnectionsBenchmark: Sendable {
     public var options = WebSocketOptions()
     /// Subprotocols to offer (Mosquitto's WebSocket listener wants "mqtt").
     public var subprotocols: [String] = []
+    /// For wss:// URLs.
+    public var tls: TLSContext?
     public init(url: String) { self.url = url }
 
     public struct Result: Sendable {
@@ -45,7 +48,8 @@ public struct ConnectionsBenchmark: Sendable {
         let after = serverPID.flatMap(residentKiB)
 
         let probeStart = nanos()
-        let probe = try BlockingWebSocket(url: url, loop: group.next(), options: options, subprotocols: subprotocols)
+        let probe = try BlockingWebSocket(url: url, loop: group.next(), options: options, tls: tls,
+                                          subprotocols: subprotocols)
         let connected = nanos()
         var echoMillis: Double?
         if subprotocols.isEmpty {
@@ -65,7 +69,7 @@ public struct ConnectionsBenchmark: Sendable {
         let tally = Locked<(opened: Int, failed: Int, firstError: ClientError?)>((0, 0, nil))
         for _ in 0..<count {
             slots.wait()
-            WebSocketClient.connect(to: url, on: group.next(), options: options, subprotocols: subprotocols,
+            WebSocketClient.connect(to: url, on: group.next(), options: options, tls: tls, subprotocols: subprotocols,
                                     handler: { _ in Idle() }) { result in
                 let opened = tally.withLock { t -> Int in
                     switch result {

@@ -25,6 +25,9 @@ enum BenchCommand {
       --concurrency K       handshakes in flight at once (default 200)
       --threads N           client event-loop threads (default 2)
       --subprotocol P       offer this subprotocol (e.g. mqtt for Mosquitto)
+      --compression         offer permessage-deflate (idle connections should
+                            still hold no zlib memory)
+      --insecure            for wss:// URLs: accept any certificate
     """
 
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
@@ -68,14 +71,15 @@ enum BenchCommand {
     private static func connections(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let a = try Arguments(args, command: "bench connections",
                               valued: ["url", "count", "server-pid", "concurrency", "threads", "subprotocol"],
-                              flags: ["help"])
+                              flags: ["compression", "insecure", "help"])
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench connections")
         var bench = ConnectionsBenchmark(url: a.string("url") ?? "ws://127.0.0.1:8080/echo")
         bench.count = try a.int("count", in: 1...1_000_000) ?? 10_000
         bench.concurrency = try a.int("concurrency", in: 1...10_000) ?? 200
         bench.serverPID = try a.int("server-pid", in: 1...Int(Int32.max)).map { Int32($0) }
-        bench.options.deflate.enabled = false
+        bench.options.deflate.enabled = a.flag("compression")
+        if a.flag("insecure") { bench.tls = try? TLSContext.client(verifyPeer: false) }
         if let subprotocol = a.string("subprotocol") { bench.subprotocols = [subprotocol] }
         raiseDescriptorLimit()
         do {
