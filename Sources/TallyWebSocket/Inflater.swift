@@ -105,6 +105,13 @@ final class Inflater {
                 stream.pointee.avail_out = UInt32(room)
                 let result = CZlib.inflate(stream, Z_SYNC_FLUSH)
                 let written = room - Int(stream.pointee.avail_out)
+                // Output zlib produced before an error or past the limit is
+                // still shown to the sink (up to the limit) first, so the
+                // verdict is the same however the input was cut: a text
+                // message with bad UTF-8 before corrupt data fails on the
+                // UTF-8, whether the two arrive in one read or in many.
+                let within = min(written, limit - produced)
+                if within > 0, !sink(UnsafeRawBufferPointer(rebasing: output[0..<within])) { return .stopped }
                 switch result {
                 case Z_OK, Z_BUF_ERROR:
                     break
@@ -119,7 +126,6 @@ final class Inflater {
                     produced += written
                     total += written
                     if produced > limit { return .limitExceeded }
-                    if !sink(UnsafeRawBufferPointer(rebasing: output[0..<written])) { return .stopped }
                 }
                 let madeProgress = written > 0 || stream.pointee.avail_in != inputBefore || result == Z_STREAM_END
                 if !madeProgress { return .ok }

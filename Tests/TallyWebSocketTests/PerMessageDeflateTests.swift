@@ -127,6 +127,27 @@ import Testing
         #expect(decodeEveryWay(wire, deflate: takeover).failure?.code == .invalidPayload)
     }
 
+    /// Found by the fuzzer: when one inflate call produced bad UTF-8 and then
+    /// hit corrupt data, the whole input failed on the corruption while a
+    /// byte at a time failed on the UTF-8. The verdict must not depend on how
+    /// the stream was cut.
+    @Test func badUTF8BeforeCorruptDataFailsOnTheUTF8EveryWay() {
+        // Raw deflate of "ok\u{FF}" + "abcdefgh" × 20 (sync-flushed, tail
+        // removed), then a block with the reserved type 11.
+        let payload = hex("ca cf fe 9f 98 94 9c 92 9a 96 9e 31 58 69 00 00") + [0xFF, 0xFF, 0xFF]
+        let result = decodeEveryWay(frame(0x1, payload, rsv: 0b100), deflate: takeover)
+        #expect(result.failure?.code == .invalidPayload)
+        #expect(result.failure?.reason.contains("UTF-8") == true, "\(String(describing: result.failure))")
+    }
+
+    /// The same for the size limit: bad UTF-8 inside the allowed size wins
+    /// over the limit being passed later in the same inflate call.
+    @Test func badUTF8BeforeTheLimitFailsOnTheUTF8EveryWay() {
+        let payload = hex("ca cf fe 9f 98 94 9c 92 9a 96 9e 31 58 69 00 00")
+        let result = decodeEveryWay(frame(0x1, payload, rsv: 0b100), maxMessageSize: 50, deflate: takeover)
+        #expect(result.failure?.code == .invalidPayload)
+    }
+
     // MARK: Memory
 
     @Test func inflaterIsAllocatedLazilyAndReleasedWithoutTakeover() {
