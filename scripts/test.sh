@@ -12,6 +12,9 @@ swift build --build-tests
 echo "== swift test"
 swift test --skip-build
 
+echo "== fuzz targets: build, replay regressions and seed corpora"
+SANITIZERS=fuzzer Fuzz/run.sh regress
+
 echo "== python interop suite"
 venv=.build/test-venv
 if [ ! -x "$venv/bin/python" ]; then

@@ -112,6 +112,13 @@ final class Inflater {
                 // UTF-8, whether the two arrive in one read or in many.
                 let within = min(written, limit - produced)
                 if within > 0, !sink(UnsafeRawBufferPointer(rebasing: output[0..<within])) { return .stopped }
+                // Then the limit, then zlib's verdict: failures follow the
+                // order of the output, whatever the read boundaries.
+                if written > 0 {
+                    produced += written
+                    total += written
+                    if produced > limit { return .limitExceeded }
+                }
                 switch result {
                 case Z_OK, Z_BUF_ERROR:
                     break
@@ -121,11 +128,6 @@ final class Inflater {
                     return .corrupt(ZlibError("inflate", code: result, stream: stream).message)
                 default:
                     return .failed(ZlibError("inflate", code: result, stream: stream).description)
-                }
-                if written > 0 {
-                    produced += written
-                    total += written
-                    if produced > limit { return .limitExceeded }
                 }
                 let madeProgress = written > 0 || stream.pointee.avail_in != inputBefore || result == Z_STREAM_END
                 if !madeProgress { return .ok }

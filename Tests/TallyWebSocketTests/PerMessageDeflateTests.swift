@@ -148,6 +148,16 @@ import Testing
         #expect(result.failure?.code == .invalidPayload)
     }
 
+    /// Found by the fuzzer: one inflate call that passed the limit and then
+    /// hit corrupt data reported the corruption (1007) when read whole and
+    /// the limit (1009) when read byte by byte.
+    @Test func limitBeforeCorruptDataIs1009EveryWay() {
+        // Inflates to 17 bytes, then "invalid distance code".
+        let wire = hex("c1 2c 32 01 08 0d 08 00 ff")
+        let result = decodeEveryWay(wire, maxMessageSize: 16, deflate: PerMessageDeflateParameters())
+        #expect(result.failure?.code == .messageTooBig, "\(String(describing: result.failure))")
+    }
+
     // MARK: Memory
 
     @Test func inflaterIsAllocatedLazilyAndReleasedWithoutTakeover() {

@@ -1,5 +1,8 @@
 // Glue shared by the fuzz targets: the libFuzzer driver entry, invariant
 // checks that survive -O, and a deterministic way to cut a stream into chunks.
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// libFuzzer's `int (*)(const uint8_t *Data, size_t Size)`.
 public typealias FuzzCallback = @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
@@ -33,6 +36,18 @@ public func check(_ condition: Bool, _ message: @autoclosure () -> String,
     if !condition {
         fatalError("fuzz invariant violated: \(message())", file: file, line: line)
     }
+}
+
+/// TALLY_FUZZ_TRACE=1: the targets print what each input decoded to (for
+/// replaying a seed or a reproducer by hand, never while fuzzing).
+public let traceEnabled: Bool = {
+    guard let value = getenv("TALLY_FUZZ_TRACE") else { return false }
+    return String(cString: value) == "1"
+}()
+
+/// Prints when TALLY_FUZZ_TRACE=1.
+public func trace(_ message: @autoclosure () -> String) {
+    if traceEnabled { print(message()) }
 }
 
 /// Reads the fuzz input front to back: configuration bytes first, the rest is

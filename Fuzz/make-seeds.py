@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora in corpus-seed/ (run from anywhere; the files are
+committed, so this only needs running again when the input layout changes).
+
+Every seed starts with the two configuration bytes the targets read first:
+FuzzFrameDecoder: config (bit 0 role: 0 server / 1 client; bits 1-3 deflate
+preset; bits 4 and 7 maxMessageSize; bits 5-6 chunk spread), chunk seed.
+FuzzHTTPParser: config (bits 0-1 limits preset; bits 2-3 chunk spread), chunk seed.
+"""
+import os
+import struct
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def ws_config(role_client, preset=0, max_index=0, chunks=0):
+    # max_index: 0 -> 1 MiB, 1 -> 1 KiB, 2 -> 64 KiB, 3 -> 16 bytes
+    return bytes([(1 if role_client else 0) | (preset << 1) | ((max_index & 1) << 4)
+                  | (chunks << 5) | ((max_index >> 1) << 7), 0x2A])
+
+
+def frame(opcode, payload, fin=True, rsv1=False, mask=None):
+    head = bytes([(0x80 if fin else 0) | (0x40 if rsv1 else 0) | opcode])
+    bit = 0x80 if mask else 0
+    n = len(payload)
+    if n <= 125:
+        head += bytes([bit | n])
+    elif n <= 0xFFFF:
+        head += bytes([bit | 126]) + struct.pack(">H", n)
+    else:
+        head += bytes([bit | 127]) + struct.pack(">Q", n)
+    if mask:
+        head += mask
+        payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return head + payload
+
+
+def deflate(data, wbits=15, finish=False, compressor=None):
+    c = compressor or zlib.compressobj(6, zlib.DEFLATED, -wbits)
+    assert c is not None
+    out = c.compress(data)
+    if finish:
+        # RFC 7692 §7.2.3.4: after a BFINAL block the sender adds one 0x00
+        # octet (an empty stored block's header) so the tail still applies.
+        return out + c.flush(zlib.Z_FINISH) + b"\x00"
+    out += c.flush(zlib.Z_SYNC_FLUSH)
+    assert out.endswith(b"\x00\x00\xff\xff")
+    return out[:-4]
+
+
+KEY = bytes([0x37, 0xFA, 0x21, 0x3D])
+CLOSE_BYE = struct.pack(">H", 1000) + b"bye"
+
+
+def ws_seeds():
+    s = {}
+    # Server side: clients mask every frame.
+    s["server-plain"] = ws_config(False) + frame(1, b"Hello", mask=KEY) + frame(9, b"hi", mask=KEY) \
+        + frame(2, bytes(range(200)), mask=KEY) + frame(8, CLOSE_BYE, mask=KEY)
+    s["server-fragmented"] = ws_config(False, chunks=1) + frame(1, b"Hel", fin=False, mask=KEY) \
+        + frame(9, b"", mask=KEY) + frame(0, "lo wörld €".encode(), mask=KEY) + frame(10, b"pong", mask=KEY)
+    s["server-utf8-split"] = ws_config(False, chunks=2) + frame(1, b"\xe2\x82", fin=False, mask=KEY) \
+        + frame(0, b"\xac\xf0\x9f", fin=False, mask=KEY) + frame(0, b"\x98\x80", mask=KEY) \
+        + frame(8, struct.pack(">H", 4000) + "reason ✓".encode(), mask=KEY)
+    s["server-deflate"] = ws_config(False, preset=1) + frame(1, deflate(b"Hello"), rsv1=True, mask=KEY) \
+        + frame(2, deflate(bytes(300)), rsv1=True, mask=KEY) + frame(1, b"plain", mask=KEY)
+    s["server-deflate-nocontext"] = ws_config(False, preset=2, chunks=3) \
+        + frame(1, deflate(b"Hello, Hello, Hello"), rsv1=True, mask=KEY) \
+        + frame(1, deflate(b"Hello, Hello, Hello"), rsv1=True, mask=KEY)
+    s["server-deflate-limit"] = ws_config(False, preset=1, max_index=1) \
+        + frame(1, deflate(b"a" * 5000), rsv1=True, mask=KEY)
+    s["server-extended-length"] = ws_config(False, max_index=2) + frame(2, bytes(70000)[:300], mask=KEY) \
+        + bytes([0x82, 0xFF, 0, 0, 0, 0, 0, 0, 0x01, 0x00]) + KEY + bytes(256)
+    # Client side: servers never mask. RFC 6455 §5.7 and RFC 7692 §7.2.3 examples.
+    s["client-rfc6455"] = ws_config(True) + bytes.fromhex("810548656c6c6f") + bytes.fromhex("010348656c800 26c6f".replace(" ", "")) \
+        + bytes.fromhex("890548656c6c6f") + bytes.fromhex("8a0548656c6c6f") + frame(2, bytes(256)) \
+        + bytes.fromhex("880203e8")
+    s["client-rfc7692"] = ws_config(True, preset=1) + bytes.fromhex("c107f248cdc9c90700") \
+        + bytes.fromhex("c105f200110000") + bytes.fromhex("4103f248cd" "8004c9c90700") \
+        + bytes.fromhex("c10b" "000500faff48656c6c6f00")  # RFC 7692 §7.2.3.3: a stored block
+    s["client-deflate-bfinal"] = ws_config(True, preset=1, chunks=1) + frame(1, deflate(b"Hello final", finish=True), rsv1=True) \
+        + frame(1, deflate(b"Hello again"), rsv1=True)
+    s["client-deflate-window9"] = ws_config(True, preset=3) + frame(1, deflate(b"abcabcabc" * 40, wbits=9), rsv1=True)
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    s["client-deflate-takeover"] = ws_config(True, preset=1, max_index=3) + frame(1, deflate(b"0123456789", compressor=c), rsv1=True) \
+        + frame(1, deflate(b"0123456789", compressor=c), rsv1=True)
+    stored = zlib.compressobj(0, zlib.DEFLATED, -9)
+    s["client-stored-block"] = ws_config(True, preset=7) + frame(2, deflate(b"stored!", compressor=stored), rsv1=True)
+    return s
+
+
+def http_seeds():
+    s = {}
+    cfg = bytes([0x00, 0x2A])
+    s["get"] = cfg + b"GET / HTTP/1.1\r\nHost: example.com\r\nUser-Agent: fuzz\r\nAccept: */*\r\n\r\n"
+    s["post-pipelined"] = bytes([0x04, 0x07]) + b"POST /v1/records/a%2Fb?x=1&y=%20 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n" \
+        b"Content-Type: application/json\r\n\r\nhello" b"GET /next HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+    s["chunked"] = bytes([0x08, 0x01]) + b"POST /upload HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n" \
+        b"5\r\nhello\r\n1a; ext=\"v\";x\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nTrailer: yes\r\n\r\n"
+    s["websocket-upgrade"] = cfg + b"GET /v1/ws?room=1 HTTP/1.1\r\nHost: localhost:8080\r\nUpgrade: websocket\r\n" \
+        b"Connection: keep-alive, Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" \
+        b"Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n\x81\x85\x37\xfa\x21\x3d\x7f\x9f\x4d\x51\x58"
+    s["http10-keepalive"] = cfg + b"\r\nGET http://example.com/a/b?c HTTP/1.0\r\nConnection: keep-alive\r\n\r\n" \
+        b"OPTIONS * HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+    s["expect-continue"] = bytes([0x0C, 0x09]) + b"PUT /v1/records/k HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n" \
+        b"Content-Length: 3, 3\r\n\r\nabc"
+    s["small-limits"] = bytes([0x01, 0x2A]) + b"GET /0123456789012345678901234567890123456789 HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\n" \
+        b"C: 3\r\n\r\nPOST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n64\r\n" + b"x" * 100 + b"\r\n0\r\n\r\n"
+    s["obs-text"] = bytes([0x03, 0x11]) + b"GET /caf%C3%A9 HTTP/1.1\r\nHost: h\r\nX-Name: caf\xc3\xa9 \xff\t\r\n\r\n"
+    return s
+
+
+def write(target, seeds):
+    folder = os.path.join(HERE, "corpus-seed", target)
+    os.makedirs(folder, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+
+
+write("FuzzFrameDecoder", ws_seeds())
+write("FuzzHTTPParser", http_seeds())
