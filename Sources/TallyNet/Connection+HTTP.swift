@@ -32,7 +32,7 @@ extension Connection {
 
     private func handle(_ request: HTTPRequest) {
         guard let server else { return }
-        loop.metrics.httpRequests.add(1, ordering: .relaxed)
+        loop.metrics.add(.httpRequests)
         let context = RequestContext(loop: loop, isTLS: tls != nil)
         // RFC 9110 §9.3.2: HEAD is GET without the body, so the application
         // only ever routes GET and the body is dropped here.

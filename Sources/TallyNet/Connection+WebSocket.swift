@@ -10,8 +10,8 @@ extension Connection {
         enter(.webSocket)
         let socket = WebSocket(connection: self, loop: loop, subprotocol: subprotocol, deflate: deflate)
         self.socket = socket
-        loop.metrics.webSocketsOpen.add(1, ordering: .relaxed)
-        loop.metrics.webSocketUpgrades.add(1, ordering: .relaxed)
+        loop.metrics.add(.webSocketsOpen)
+        loop.metrics.add(.webSocketUpgrades)
         let handler = makeHandler(socket)
         self.handler = handler
         handler.webSocketDidOpen(socket)
@@ -34,7 +34,7 @@ extension Connection {
         switch event {
         case .message(let kind, let payload):
             guard !closeFrameSent, let socket, let handler else { return }
-            loop.metrics.messagesIn.add(1, ordering: .relaxed)
+            loop.metrics.add(.messagesIn)
             handler.webSocket(socket, didReceive: kind, payload)
         case .ping(let payload):
             guard !closeFrameSent else { return }
@@ -63,7 +63,7 @@ extension Connection {
 
     /// A protocol violation: close with its code and stop reading frames.
     private func protocolFailure(_ failure: WebSocketFailure) {
-        loop.metrics.protocolErrors.add(1, ordering: .relaxed)
+        loop.metrics.add(.protocolErrors)
         server?.configuration.logger.debug("websocket.protocol_error",
                                            ["code": String(failure.code.rawValue), "reason": failure.reason])
         decoder = nil
@@ -90,7 +90,7 @@ extension Connection {
     /// The outbound bound was passed: drop what has not started to go out,
     /// send 1008 and close. The client is expected to reconnect and resume.
     func slowConsumer() {
-        loop.metrics.slowConsumerDisconnects.add(1, ordering: .relaxed)
+        loop.metrics.add(.slowConsumerDisconnects)
         server?.configuration.logger.info("websocket.slow_consumer",
                                           ["queued_bytes": String(outbound.byteCount)])
         outbound.discardUnstarted()
@@ -110,7 +110,7 @@ extension Connection {
     func finishWebSocket(_ code: WebSocketCloseCode, reason: String) {
         guard let socket, socket.isOpen else { return }
         socket.markClosed()
-        loop.metrics.webSocketsOpen.add(-1, ordering: .relaxed)
+        loop.metrics.add(.webSocketsOpen, -1)
         let handler = self.handler
         self.handler = nil
         handler?.webSocketDidClose(socket, code: code, reason: reason)
@@ -121,14 +121,14 @@ extension Connection {
     func sendMessage(_ kind: WebSocketMessageKind, _ payload: [UInt8]) -> Bool {
         guard phase == .webSocket, !closeFrameSent, encoder != nil else { return false }
         let frame = payload.withUnsafeBytes { encoder!.message(kind, $0) }
-        loop.metrics.messagesOut.add(1, ordering: .relaxed)
+        loop.metrics.add(.messagesOut)
         return enqueue(frame)
     }
 
     func sendFragmented(_ kind: WebSocketMessageKind, _ payload: [UInt8], fragmentSize: Int) -> Bool {
         guard phase == .webSocket, !closeFrameSent, encoder != nil else { return false }
         let frames = payload.withUnsafeBytes { encoder!.fragmentedMessage(kind, $0, fragmentSize: max(1, fragmentSize)) }
-        loop.metrics.messagesOut.add(1, ordering: .relaxed)
+        loop.metrics.add(.messagesOut)
         return enqueue(frames)
     }
 
@@ -138,7 +138,7 @@ extension Connection {
     func sendShared(_ frame: SharedFrame) -> Bool {
         guard phase == .webSocket, !closeFrameSent, encoder != nil else { return false }
         guard socket?.deflate == nil else { return sendMessage(frame.kind, frame.payload) }
-        loop.metrics.messagesOut.add(1, ordering: .relaxed)
+        loop.metrics.add(.messagesOut)
         return enqueue(frame.bytes)
     }
 }

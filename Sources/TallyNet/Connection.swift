@@ -80,7 +80,7 @@ final class Connection: EventSource {
         interest = events
         try loop.register(self, fd: fd, events: events)
         loop.connectionCount += 1
-        loop.metrics.connectionsOpen.add(1, ordering: .relaxed)
+        loop.metrics.add(.connectionsOpen)
     }
 
     // MARK: Events
@@ -143,7 +143,7 @@ final class Connection: EventSource {
                 peerClosed()
                 return
             }
-            loop.metrics.bytesIn.add(n, ordering: .relaxed)
+            loop.metrics.add(.bytesIn, n)
             lastActivity = loop.now
             pingOutstanding = false
             process(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
@@ -195,7 +195,7 @@ final class Connection: EventSource {
         case .closed:
             abort()
         case .failed(let message):
-            loop.metrics.tlsHandshakeFailures.add(1, ordering: .relaxed)
+            loop.metrics.add(.tlsHandshakeFailures)
             server?.configuration.logger.info("tls.handshake_failed", ["error": message])
             client?.fail(ClientError.tls(message))
             abort()
@@ -242,7 +242,7 @@ final class Connection: EventSource {
             switch result {
             case .processed(let n):
                 outbound.consume(n)
-                loop.metrics.bytesOut.add(n, ordering: .relaxed)
+                loop.metrics.add(.bytesOut, n)
             case .wouldBlock:
                 setWriteInterest(true)
                 return
@@ -328,7 +328,7 @@ final class Connection: EventSource {
         socket = nil
         client = nil
         loop.connectionCount -= 1
-        loop.metrics.connectionsOpen.add(-1, ordering: .relaxed)
+        loop.metrics.add(.connectionsOpen, -1)
     }
 
     // MARK: Timeouts
@@ -342,14 +342,14 @@ final class Connection: EventSource {
             let limit = server?.configuration.tlsHandshakeTimeoutMillis ?? options.closeTimeoutMillis * 2
             if waited > limit {
                 client?.fail(ClientError.handshake("timed out after \(limit) ms"))
-                loop.metrics.idleTimeouts.add(1, ordering: .relaxed)
+                loop.metrics.add(.idleTimeouts)
                 closeNow()
             }
         case .http:
             guard let configuration = server?.configuration else { return }
             if let started = requestStartedAt {
                 if now - started > configuration.requestTimeoutMillis {
-                    loop.metrics.idleTimeouts.add(1, ordering: .relaxed)
+                    loop.metrics.add(.idleTimeouts)
                     respondAndClose(.error(.requestTimeout, code: "request_timeout",
                                            message: "the request was not complete within \(configuration.requestTimeoutMillis) ms"))
                 }
@@ -359,7 +359,7 @@ final class Connection: EventSource {
         case .webSocket:
             let silent = now - lastActivity
             if silent > options.idleTimeoutMillis {
-                loop.metrics.idleTimeouts.add(1, ordering: .relaxed)
+                loop.metrics.add(.idleTimeouts)
                 startClose(.goingAway, reason: "idle timeout: nothing received for \(options.idleTimeoutMillis) ms")
             } else if silent > options.pingIntervalMillis, !pingOutstanding {
                 pingOutstanding = true

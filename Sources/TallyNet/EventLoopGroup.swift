@@ -33,23 +33,11 @@ public final class EventLoopGroup: Sendable {
 
     /// The network counters summed over every loop.
     public func metricsSnapshot() -> NetMetricsSnapshot {
-        var s = NetMetricsSnapshot()
+        var snapshot = NetMetricsSnapshot()
         for m in metrics {
-            s.connectionsOpen += m.connectionsOpen.load(ordering: .relaxed)
-            s.connectionsAccepted += m.connectionsAccepted.load(ordering: .relaxed)
-            s.webSocketsOpen += m.webSocketsOpen.load(ordering: .relaxed)
-            s.webSocketUpgrades += m.webSocketUpgrades.load(ordering: .relaxed)
-            s.httpRequests += m.httpRequests.load(ordering: .relaxed)
-            s.messagesIn += m.messagesIn.load(ordering: .relaxed)
-            s.messagesOut += m.messagesOut.load(ordering: .relaxed)
-            s.bytesIn += m.bytesIn.load(ordering: .relaxed)
-            s.bytesOut += m.bytesOut.load(ordering: .relaxed)
-            s.slowConsumerDisconnects += m.slowConsumerDisconnects.load(ordering: .relaxed)
-            s.protocolErrors += m.protocolErrors.load(ordering: .relaxed)
-            s.idleTimeouts += m.idleTimeouts.load(ordering: .relaxed)
-            s.tlsHandshakeFailures += m.tlsHandshakeFailures.load(ordering: .relaxed)
+            for counter in NetCounter.allCases { snapshot[counter] += m.value(counter) }
         }
-        return s
+        return snapshot
     }
 }
 

@@ -184,7 +184,7 @@ final class Listener: EventSource {
             Sys.close(fd)
             return
         }
-        loop.metrics.connectionsAccepted.add(1, ordering: .relaxed)
+        loop.metrics.add(.connectionsAccepted)
     }
 }
 

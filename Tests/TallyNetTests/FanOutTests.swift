@@ -65,7 +65,7 @@ final class SocketRegistry: Sendable {
                 #expect(message.payload == payload, "client \(i)")
             }
             #expect(accepted.value == count)
-            #expect(server.metricsSnapshot().messagesOut >= count)
+            #expect(server.metricsSnapshot()[.messagesOut] >= count)
 
             // A second, binary broadcast and a large one keep working over the same contexts.
             let second = SharedFrame(.binary, patternBytes(count: 200_000))
@@ -118,7 +118,7 @@ final class SocketRegistry: Sendable {
             #expect(eventually { registry.count == 1 })
             client.close()
             #expect(try client.expectClose().code == .normal)
-            #expect(eventually { server.metricsSnapshot().webSocketsOpen == 0 })
+            #expect(eventually { server.metricsSnapshot()[.webSocketsOpen] == 0 })
             let accepted = Counter()
             let done = EventLog<Bool>()
             registry.broadcast(SharedFrame(.text, [0x61]), sent: accepted, done: { done.append(true) })

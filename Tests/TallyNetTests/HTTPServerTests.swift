@@ -18,8 +18,8 @@ import TallyServer
             let second = try raw.readResponse()
             #expect(second.status == 200)
             #expect(second.text == "world")
-            #expect(server.metricsSnapshot().connectionsAccepted == 1)
-            #expect(server.metricsSnapshot().httpRequests == 2)
+            #expect(server.metricsSnapshot()[.connectionsAccepted] == 1)
+            #expect(server.metricsSnapshot()[.httpRequests] == 2)
         }
     }
 
@@ -126,7 +126,7 @@ import TallyServer
             #expect(response.status == status, "\(response.text)")
             #expect(response.head.headers["Content-Type"] == "application/json")
             #expect(raw.waitForEOF())
-            #expect(server.metricsSnapshot().webSocketUpgrades == 0)
+            #expect(server.metricsSnapshot()[.webSocketUpgrades] == 0)
         }
     }
 
@@ -168,7 +168,7 @@ import TallyServer
             try raw.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(try raw.readResponse().status == 200)
             #expect(raw.waitForEOF())
-            #expect(eventually { server.metricsSnapshot().connectionsOpen == 0 })
+            #expect(eventually { server.metricsSnapshot()[.connectionsOpen] == 0 })
         }
     }
 

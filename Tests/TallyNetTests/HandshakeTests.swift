@@ -158,8 +158,8 @@ func connectError(_ connect: () throws(ClientError) -> BlockingWebSocket) throws
             #expect(serverSide.0 == .normal)
             #expect(serverSide.1 == "done")
             // The connection goes away on the server once the handshake is over.
-            #expect(eventually { server.metricsSnapshot().connectionsOpen == 0 })
-            #expect(server.metricsSnapshot().webSocketsOpen == 0)
+            #expect(eventually { server.metricsSnapshot()[.connectionsOpen] == 0 })
+            #expect(server.metricsSnapshot()[.webSocketsOpen] == 0)
         }
     }
 
@@ -191,7 +191,7 @@ func connectError(_ connect: () throws(ClientError) -> BlockingWebSocket) throws
             #expect(closed.code == .goingAway)
             #expect(closed.reason == "see you")
             #expect(log.next { $0.closeCode }?.0 == .goingAway)
-            #expect(eventually { server.metricsSnapshot().connectionsOpen == 0 })
+            #expect(eventually { server.metricsSnapshot()[.connectionsOpen] == 0 })
         }
     }
 
@@ -227,7 +227,7 @@ func connectError(_ connect: () throws(ClientError) -> BlockingWebSocket) throws
             _ = log.next { $0.opened }
             raw.close()
             #expect(log.next { $0.closeCode }?.0 == .abnormal)
-            #expect(eventually { server.metricsSnapshot().connectionsOpen == 0 })
+            #expect(eventually { server.metricsSnapshot()[.connectionsOpen] == 0 })
         }
     }
 
@@ -339,7 +339,7 @@ func connectError(_ connect: () throws(ClientError) -> BlockingWebSocket) throws
             }
             #expect(code == .protocolError)
             #expect(raw.waitForEOF())
-            #expect(eventually { server.metricsSnapshot().protocolErrors >= 1 })
+            #expect(eventually { server.metricsSnapshot()[.protocolErrors] >= 1 })
         }
     }
 }

@@ -23,42 +23,42 @@ func metricValue(_ text: String, _ name: String) -> Int? {
     @Test func countersMoveWithTraffic() throws {
         try withHub { hub, clients in
             let before = hub.server.metricsSnapshot()
-            #expect(before.connectionsAccepted == 0)
-            #expect(before.webSocketsOpen == 0)
+            #expect(before[.connectionsAccepted] == 0)
+            #expect(before[.webSocketsOpen] == 0)
 
             let client = try BlockingWebSocket(url: wsURL(hub.port, "/echo"), loop: clients.next())
             for i in 0..<3 { client.send(.text, Array("m\(i)".utf8)) }
             for _ in 0..<3 { _ = try client.expectMessage() }
 
             let during = hub.server.metricsSnapshot()
-            #expect(during.connectionsAccepted == 1)
-            #expect(during.connectionsOpen == 1)
-            #expect(during.webSocketUpgrades == 1)
-            #expect(during.webSocketsOpen == 1)
-            #expect(during.httpRequests == 1)
-            #expect(during.messagesIn == 3)
-            #expect(during.messagesOut == 3)
-            #expect(during.bytesIn > 0)
-            #expect(during.bytesOut > 0)
+            #expect(during[.connectionsAccepted] == 1)
+            #expect(during[.connectionsOpen] == 1)
+            #expect(during[.webSocketUpgrades] == 1)
+            #expect(during[.webSocketsOpen] == 1)
+            #expect(during[.httpRequests] == 1)
+            #expect(during[.messagesIn] == 3)
+            #expect(during[.messagesOut] == 3)
+            #expect(during[.bytesIn] > 0)
+            #expect(during[.bytesOut] > 0)
 
             client.close()
             _ = try client.expectClose()
             #expect(eventually {
                 let after = hub.server.metricsSnapshot()
-                return after.webSocketsOpen == 0 && after.connectionsOpen == 0
+                return after[.webSocketsOpen] == 0 && after[.connectionsOpen] == 0
             })
             let after = hub.server.metricsSnapshot()
-            #expect(after.webSocketUpgrades == 1, "a counter went down")
-            #expect(after.connectionsAccepted == 1)
-            #expect(after.slowConsumerDisconnects == 0)
-            #expect(after.protocolErrors == 0)
+            #expect(after[.webSocketUpgrades] == 1, "a counter went down")
+            #expect(after[.connectionsAccepted] == 1)
+            #expect(after[.slowConsumerDisconnects] == 0)
+            #expect(after[.protocolErrors] == 0)
         }
     }
 
     @Test func prometheusTextNamesEveryMetric() {
         var snapshot = NetMetricsSnapshot()
-        snapshot.connectionsAccepted = 7
-        snapshot.messagesOut = 42
+        snapshot[.connectionsAccepted] = 7
+        snapshot[.messagesOut] = 42
         let text = snapshot.prometheusText
         for name in metricNames {
             #expect(text.contains("# TYPE \(name) "), "\(name)")

@@ -69,7 +69,7 @@ final class TLSFixture {
                 return
             }
             #expect(message.contains("certificate") || message.contains("verify"), "\(message)")
-            #expect(eventually { server.metricsSnapshot().tlsHandshakeFailures >= 1 })
+            #expect(eventually { server.metricsSnapshot()[.tlsHandshakeFailures] >= 1 })
             // The server is unharmed.
             let good = try BlockingWebSocket(url: wsURL(server.port, secure: true), loop: clients.next(), tls: tls.client)
             good.send(.text, [0x61])
@@ -89,7 +89,7 @@ final class TLSFixture {
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
             #expect(raw.waitForEOF(timeoutMillis: 3_000), "a silent client held a TLS handshake slot open")
-            #expect(eventually { server.metricsSnapshot().connectionsOpen == 0 })
+            #expect(eventually { server.metricsSnapshot()[.connectionsOpen] == 0 })
         }
     }
 
@@ -104,7 +104,7 @@ final class TLSFixture {
             if case .handshake(let message) = error {
                 #expect(!message.contains("no answer"), "the client hung instead of failing: \(message)")
             }
-            #expect(eventually { server.metricsSnapshot().tlsHandshakeFailures >= 1 })
+            #expect(eventually { server.metricsSnapshot()[.tlsHandshakeFailures] >= 1 })
         }
     }
 }
