@@ -44,9 +44,11 @@ let package = Package(
         .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS"],
                           swiftSettings: strict),
 
+        // Helpers shared by the test targets (temporary directories, …).
+        .target(name: "TallyTestSupport", swiftSettings: strict),
         .testTarget(name: "TallyHTTPTests", dependencies: ["TallyHTTP"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
-        .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS"]),
-        .testTarget(name: "TallyNetTests", dependencies: ["TallyNet", "TallyServer"]),
+        .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
+        .testTarget(name: "TallyNetTests", dependencies: ["TallyNet", "TallyServer", "TallyTestSupport"]),
     ]
 )

@@ -1,5 +1,6 @@
 import Dispatch
 import Testing
+import TallyTestSupport
 import TallyHTTP
 @testable import TallyNet
 import TallyServer

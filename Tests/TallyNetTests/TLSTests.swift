@@ -1,4 +1,5 @@
 import Testing
+import TallyTestSupport
 @testable import TallyNet
 import TallyServer
 import TallyTLS

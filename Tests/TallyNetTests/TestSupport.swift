@@ -2,6 +2,7 @@
 import Dispatch
 import Synchronization
 import Testing
+import TallyTestSupport
 import TallyHTTP
 @testable import TallyNet
 import TallyServer
@@ -13,10 +14,6 @@ import TallyWebSocket
 // HTTP and WebSocket by hand. Nothing here sleeps to synchronise: every wait
 // is on an event (a semaphore, a readable socket) with a deadline.
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
 
 /// How long a test waits for something that should happen at once. Generous,
 /// so a loaded 2-core machine does not fail a correct server; a broken one
@@ -286,33 +283,6 @@ func textBytes(count: Int) -> [UInt8] {
 
 // MARK: - Files
 
-/// A fresh directory under /tmp, removed with its files on deinit.
-final class TemporaryDirectory {
-    let path: String
-
-    init() throws {
-        var template = Array("/tmp/tally-net-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buffer -> String? in
-            guard let base = buffer.baseAddress, let result = mkdtemp(base) else { return nil }
-            return String(cString: result)
-        }
-        guard let made else { throw TestFailure("mkdtemp failed: errno \(errno)") }
-        path = made
-    }
-
-    deinit {
-        if let directory = opendir(path) {
-            while let entry = readdir(directory) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-                }
-                if name != "." && name != ".." { unlink(path + "/" + name) }
-            }
-            closedir(directory)
-        }
-        rmdir(path)
-    }
-}
 
 // MARK: - Raw TCP client
 

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Testing
+import TallyTestSupport
 @testable import TallyTLS
 
 @Suite struct TLSContextTests {

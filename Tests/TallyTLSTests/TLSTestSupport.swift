@@ -1,39 +1,9 @@
 @preconcurrency import Glibc
 import Testing
+import TallyTestSupport
 @testable import TallyTLS
 
-/// A fresh directory under /tmp, removed with its files on deinit.
-final class TemporaryDirectory {
-    let path: String
 
-    init() throws {
-        var template = Array("/tmp/tally-tls-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buffer -> String? in
-            guard let base = buffer.baseAddress, let result = mkdtemp(base) else { return nil }
-            return String(cString: result)
-        }
-        guard let made else { throw TestFailure("mkdtemp failed: errno \(errno)") }
-        path = made
-    }
-
-    deinit {
-        if let directory = opendir(path) {
-            while let entry = readdir(directory) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-                }
-                if name != "." && name != ".." { unlink(path + "/" + name) }
-            }
-            closedir(directory)
-        }
-        rmdir(path)
-    }
-}
-
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
 
 /// A connected AF_UNIX stream pair, both ends non-blocking: a loopback
 /// "network" with real socket semantics (partial writes, EAGAIN, EOF, EPIPE).
