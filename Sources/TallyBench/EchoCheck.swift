@@ -16,7 +16,7 @@ public struct EchoCheck: Sendable {
     public func run(on loop: EventLoop, log: (String) -> Void) throws(ClientError) -> (passed: Int, failed: Int) {
         let socket = try BlockingWebSocket(url: url, loop: loop, options: options, tls: tls)
         var passed = 0, failed = 0
-        let compression = socket.deflate.map { "permessage-deflate \($0)" } ?? "no compression"
+        let compression = socket.deflate.map { "\($0)" } ?? "no compression"
         log("connected to \(url) (\(compression))")
         for size in sizes {
             for kind in [WebSocketMessageKind.text, .binary] {

@@ -29,3 +29,16 @@ public struct PerMessageDeflateParameters: Sendable, Equatable {
         role == .server ? serverMaxWindowBits : clientMaxWindowBits
     }
 }
+
+extension PerMessageDeflateParameters: CustomStringConvertible {
+    /// In the extension header's own terms, e.g. `permessage-deflate;
+    /// server_max_window_bits=15; client_max_window_bits=15`.
+    public var description: String {
+        var parts = ["permessage-deflate"]
+        if serverNoContextTakeover { parts.append("server_no_context_takeover") }
+        if clientNoContextTakeover { parts.append("client_no_context_takeover") }
+        parts.append("server_max_window_bits=\(serverMaxWindowBits)")
+        parts.append("client_max_window_bits=\(clientMaxWindowBits)")
+        return parts.joined(separator: "; ")
+    }
+}

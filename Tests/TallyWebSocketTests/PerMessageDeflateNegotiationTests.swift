@@ -228,3 +228,11 @@ import Testing
         }
     }
 }
+
+@Suite struct PerMessageDeflateParametersDescriptionTests {
+    @Test func describesInHeaderTerms() {
+        let parameters = PerMessageDeflateParameters(serverNoContextTakeover: true, clientMaxWindowBits: 10)
+        #expect(parameters.description
+                == "permessage-deflate; server_no_context_takeover; server_max_window_bits=15; client_max_window_bits=10")
+    }
+}
