@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "TallyHTTP", targets: ["TallyHTTP"]),
         .library(name: "TallyWebSocket", targets: ["TallyWebSocket"]),
         .library(name: "TallyTLS", targets: ["TallyTLS"]),
+        .library(name: "TallyProtocol", targets: ["TallyProtocol"]),
     ],
     targets: [
         // C libraries from Debian, reached through module maps (see shim.h in each).
@@ -29,6 +30,8 @@ let package = Package(
 
         // Pure protocol code: incremental parsers and serializers, no I/O.
         .target(name: "TallyHTTP", swiftSettings: strict),
+        // The sync protocol's values: JSON, record paths (sync engine issue).
+        .target(name: "TallyProtocol", swiftSettings: strict),
         .target(name: "TallyWebSocket", dependencies: ["COpenSSL", "CZlib"], swiftSettings: strict),
         // TLS sessions over OpenSSL; no event loop knowledge.
         .target(name: "TallyTLS", dependencies: ["COpenSSL"], swiftSettings: strict),
@@ -47,6 +50,7 @@ let package = Package(
         // Helpers shared by the test targets (temporary directories, …).
         .target(name: "TallyTestSupport", swiftSettings: strict),
         .testTarget(name: "TallyHTTPTests", dependencies: ["TallyHTTP"]),
+        .testTarget(name: "TallyProtocolTests", dependencies: ["TallyProtocol"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
         .testTarget(name: "TallyNetTests", dependencies: ["TallyNet", "TallyServer", "TallyTestSupport"]),

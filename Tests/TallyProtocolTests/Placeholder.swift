@@ -1,0 +1,4 @@
+import Testing
+@testable import TallyProtocol
+
+@Test func moduleBuilds() {}
