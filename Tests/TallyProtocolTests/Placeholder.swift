@@ -1,4 +1,0 @@
-import Testing
-@testable import TallyProtocol
-
-@Test func moduleBuilds() {}
