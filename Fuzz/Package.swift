@@ -2,8 +2,7 @@
 // libFuzzer targets for Tally's pure protocol modules. A package of its own so
 // the main package's `swift build` / `swift test` never see sanitizer flags.
 //
-// The main package exports no library products for TallyWebSocket and
-// TallyHTTP, so their sources (and the system-library module maps they need)
+// The module sources (and the system-library module maps they need)
 // are reached through symlinks in Sources/ that point at ../../Sources/…: the
 // fuzzers always build the code as it is in the work tree.
 //
@@ -25,6 +24,7 @@ let package = Package(
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
         .target(name: "TallyHTTP", path: "Sources/TallyHTTP", swiftSettings: strict),
+        .target(name: "TallyProtocol", path: "Sources/TallyProtocol", swiftSettings: strict),
         .target(name: "TallyWebSocket", dependencies: ["COpenSSL", "CZlib"],
                 path: "Sources/TallyWebSocket", swiftSettings: strict),
 
@@ -35,5 +35,7 @@ let package = Package(
                           path: "Sources/FuzzFrameDecoder"),
         .executableTarget(name: "FuzzHTTPParser", dependencies: ["TallyHTTP", "FuzzSupport"],
                           path: "Sources/FuzzHTTPParser"),
+        .executableTarget(name: "FuzzJSON", dependencies: ["TallyProtocol", "FuzzSupport"],
+                          path: "Sources/FuzzJSON"),
     ]
 )

@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets and runs them for a bounded time.
 #
 #   Fuzz/run.sh [target] [seconds]     target: FuzzFrameDecoder (or ws),
-#                                      FuzzHTTPParser (or http), all (default);
+#                                      FuzzHTTPParser (or http), FuzzJSON (or
+#                                      json), all (default);
 #                                      seconds per target, default 60
 #   Fuzz/run.sh regress                replays Fuzz/regressions/ and the seed
 #                                      corpora once each; exit 1 if any fails
@@ -35,7 +36,8 @@ resolve() {
     case "$1" in
         FuzzFrameDecoder|ws|frame|websocket) echo FuzzFrameDecoder ;;
         FuzzHTTPParser|http) echo FuzzHTTPParser ;;
-        *) echo "unknown target '$1' (FuzzFrameDecoder, FuzzHTTPParser, all, regress)" >&2; exit 2 ;;
+        FuzzJSON|json) echo FuzzJSON ;;
+        *) echo "unknown target '$1' (FuzzFrameDecoder, FuzzHTTPParser, FuzzJSON, all, regress)" >&2; exit 2 ;;
     esac
 }
 
@@ -43,6 +45,7 @@ max_len() {
     case "$1" in
         FuzzFrameDecoder) echo 4096 ;;
         FuzzHTTPParser) echo 16384 ;;
+        FuzzJSON) echo 8192 ;;
     esac
 }
 
@@ -112,8 +115,8 @@ run_target() {
 regress() {
     local failed=0
     mkdir -p "$here/logs"
-    build FuzzFrameDecoder FuzzHTTPParser
-    for target in FuzzFrameDecoder FuzzHTTPParser; do
+    build FuzzFrameDecoder FuzzHTTPParser FuzzJSON
+    for target in FuzzFrameDecoder FuzzHTTPParser FuzzJSON; do
         for input in "$here/regressions/$target"/*; do
             [ -f "$input" ] || continue
             case "$input" in *.md) continue ;; esac
@@ -140,7 +143,7 @@ main() {
     if [ "$which" = regress ]; then regress; return; fi
     local targets=()
     if [ "$which" = all ]; then
-        targets=(FuzzFrameDecoder FuzzHTTPParser)
+        targets=(FuzzFrameDecoder FuzzHTTPParser FuzzJSON)
     else
         targets=("$(resolve "$which")")
     fi
