@@ -226,6 +226,20 @@ def echo_check(url: str, *args: str, timeout: float = 40) -> subprocess.Complete
                           text=True, timeout=timeout)
 
 
+def echo_check_against(handler, *args: str, **serve_options) -> subprocess.CompletedProcess:
+    """Runs `tally echo-check` against a websockets server on 127.0.0.1 that
+    answers with ``handler``, in a thread of its own for the duration."""
+    with serve(handler, "127.0.0.1", 0, max_size=None, **serve_options) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        port = server.socket.getsockname()[1]
+        try:
+            return echo_check(f"ws://127.0.0.1:{port}/", *args)
+        finally:
+            server.shutdown()
+            thread.join(TIMEOUT)
+
+
 def assert_all_passed(result: subprocess.CompletedProcess, cases: int) -> None:
     summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     assert result.returncode == 0 and summary == f"{cases} passed, 0 failed", (
@@ -353,13 +367,8 @@ def test_echo_check_against_server_with_deflate_parameters(tls_cert):
         for message in ws:
             ws.send(message)
 
-    with serve(echo, "127.0.0.1", 0, compression=None, extensions=[factory], max_size=None) as server:
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        port = server.socket.getsockname()[1]
-        result = echo_check(f"ws://127.0.0.1:{port}/", "--sizes", "0,1,125,4000,65536,1048576")
-        server.shutdown()
-        thread.join(TIMEOUT)
+    result = echo_check_against(echo, "--sizes", "0,1,125,4000,65536,1048576",
+                                compression=None, extensions=[factory])
     assert_all_passed(result, 6 * 2 + 1)
     assert seen and "server_no_context_takeover" in seen[0] and "server_max_window_bits=10" in seen[0], seen
 
@@ -380,14 +389,8 @@ def test_echo_check_against_fragmenting_and_pinging_server():
                     yield chunk
             ws.send(fragments())
 
-    with serve(echo, "127.0.0.1", 0, compression="deflate", max_size=None, ping_interval=0.05,
-               ping_timeout=5) as server:
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        port = server.socket.getsockname()[1]
-        result = echo_check(f"ws://127.0.0.1:{port}/", "--sizes", "0,1,999,1000,1001,65536,1048576")
-        server.shutdown()
-        thread.join(TIMEOUT)
+    result = echo_check_against(echo, "--sizes", "0,1,999,1000,1001,65536,1048576",
+                                compression="deflate", ping_interval=0.05, ping_timeout=5)
     assert_all_passed(result, 7 * 2 + 1)
 
 
@@ -399,13 +402,7 @@ def test_echo_check_detects_a_wrong_echo():
                 message = message[:5] + (b"X" if isinstance(message, bytes) else "X") + message[6:]
             ws.send(message)
 
-    with serve(bad_echo, "127.0.0.1", 0, max_size=None) as server:
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        port = server.socket.getsockname()[1]
-        result = echo_check(f"ws://127.0.0.1:{port}/", "--sizes", "1,1000")
-        server.shutdown()
-        thread.join(TIMEOUT)
+    result = echo_check_against(bad_echo, "--sizes", "1,1000")
     assert result.returncode == 1, result.stdout
     assert result.stdout.strip().splitlines()[-1].endswith("2 failed"), result.stdout
 
