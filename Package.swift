@@ -32,6 +32,8 @@ let package = Package(
         .target(name: "TallyHTTP", swiftSettings: strict),
         // The sync protocol's values: JSON, record paths (sync engine issue).
         .target(name: "TallyProtocol", swiftSettings: strict),
+        // The pure sync engine: writes, changes, subscriptions. No I/O.
+        .target(name: "TallyEngine", dependencies: ["TallyProtocol"], swiftSettings: strict),
         .target(name: "TallyWebSocket", dependencies: ["COpenSSL", "CZlib"], swiftSettings: strict),
         // TLS sessions over OpenSSL; no event loop knowledge.
         .target(name: "TallyTLS", dependencies: ["COpenSSL"], swiftSettings: strict),

@@ -1,0 +1,33 @@
+import TallyProtocol
+
+/// One accepted change: the new state, the bytes to persist and push, and
+/// what subscribers need to decide whether it concerns them.
+public struct Change: Sendable {
+    public enum Target: Sendable {
+        /// `after` is nil when the record was deleted.
+        case record(before: RecordState?, after: RecordState?, scope: RecordScope)
+        case list(before: ListState?, after: ListState?)
+    }
+
+    /// Which part of a record a change touched, for path subscriptions.
+    public enum RecordScope: Sendable {
+        /// The whole data was replaced (set, merge, creation, deletion).
+        case whole
+        /// Only the value at this path changed.
+        case path(RecordPath)
+    }
+
+    public var seq: Int64
+    public var time: Int64
+    public var name: String
+    public var target: Target
+    /// The push message, serialized once (PROTOCOL.md, "Pushes").
+    public var push: [UInt8]
+    /// The reply's members for this change (`name`/`list`, `version`, `seq`, …).
+    public var reply: JSONObject
+
+    public var isList: Bool {
+        if case .list = target { return true }
+        return false
+    }
+}

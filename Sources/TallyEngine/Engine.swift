@@ -1,0 +1,255 @@
+import TallyProtocol
+
+/// The pure core: applies writes to the current state and returns the
+/// changes — the new states, the bytes to persist and push, the reply — with
+/// no I/O. The caller decides when the changes become visible (after commit).
+///
+/// Writes in one call are atomic: each sees the effect of the ones before it,
+/// and if any fails none is returned.
+public struct Engine: Sendable {
+    public var limits: EngineLimits
+
+    public init(limits: EngineLimits = EngineLimits()) { self.limits = limits }
+
+    /// Applies `writes` in order. `firstSeq` is the sequence number the first
+    /// change gets; each later change gets the next one. For an atomic group
+    /// an error carries the failing write's `index`.
+    public func apply(_ writes: [Write], atomic: Bool, to state: inout some EngineState,
+                      firstSeq: Int64, now: Int64) throws(ProtocolError) -> [Change] {
+        var overlay = Overlay(base: state)
+        var changes: [Change] = []
+        changes.reserveCapacity(writes.count)
+        for (index, write) in writes.enumerated() {
+            do throws(ProtocolError) {
+                let seq = firstSeq + Int64(changes.count)
+                let change = write.isListWrite
+                    ? try applyList(write, current: overlay.list(write.name), seq: seq, now: now)
+                    : try applyRecord(write, current: overlay.record(write.name), seq: seq, now: now)
+                overlay.remember(change)
+                changes.append(change)
+            } catch {
+                var error = error
+                if atomic { error.details["index"] = .number(JSONNumber(index)) }
+                throw error
+            }
+        }
+        state = overlay.base
+        return changes
+    }
+
+    // MARK: Records
+
+    func applyRecord(_ write: Write, current: RecordState?, seq: Int64, now: Int64) throws(ProtocolError) -> Change {
+        let name = write.name
+        if let base = write.baseVersion, base != (current?.version ?? 0) {
+            throw Self.conflict(name: name, field: "name", version: current?.version ?? 0,
+                                current: current.map { .object($0.data) }, currentKey: "data", base: base)
+        }
+        func missing() -> ProtocolError {
+            ProtocolError(.notFound, "no record named \"\(name)\"")
+        }
+        let root = JSONValue.object(current?.data ?? [:])
+        var scope = Change.RecordScope.whole
+        var kind: StaticString = "set"
+        var pathValue: (RecordPath, JSONValue?)?
+        var replyValue: JSONValue?
+        // Refusals that depend only on what exists, before any path work.
+        switch write.action {
+        case .merge, .delete:
+            guard current != nil else { throw missing() }
+        case .deletePath(let path):
+            guard current != nil else { throw missing() }
+            guard root.value(at: path) != nil else {
+                throw ProtocolError(.notFound, "\"\(name)\" has no value at \(path)", details: ["field": "path"])
+            }
+        case .set, .setPath, .increment, .addEntry, .removeEntry, .setEntries, .deleteList:
+            break
+        }
+        let newData: JSONObject?
+        do throws(RecordPathError) {
+            switch write.action {
+            case .set(let data):
+                newData = data
+            case .merge(let patch):
+                newData = Self.mergePatch(current?.data ?? [:], patch)
+            case .setPath(let path, let value):
+                newData = try root.setting(value, at: path).objectValue
+                scope = .path(path); kind = "setPath"; pathValue = (path, value)
+            case .increment(let path, let by):
+                let result = try root.incrementing(at: path, by: by)
+                let value = result.value(at: path)
+                newData = result.objectValue
+                scope = .path(path); kind = "setPath"; pathValue = (path, value); replyValue = value
+            case .deletePath(let path):
+                newData = try root.removing(at: path).objectValue
+                scope = .path(path); kind = "deletePath"; pathValue = (path, nil)
+            case .delete:
+                newData = nil
+                kind = "delete"
+            case .addEntry, .removeEntry, .setEntries, .deleteList:
+                preconditionFailure("list write routed to applyRecord")
+            }
+        } catch {
+            throw ProtocolError.path(error)
+        }
+
+        let version = (current?.version ?? 0) + 1
+        var after: RecordState?
+        var push = MessageWriter(capacity: 96 + (current?.dataBytes.count ?? 0))
+        push.string("op", "change")
+        push.int("seq", seq)
+        push.int("time", now)
+        push.string("name", name)
+        push.int("version", version)
+        push.string("kind", String(describing: kind))
+        if let newData {
+            let bytes = JSONValue.object(newData).serialized()
+            guard bytes.count <= limits.maxRecordBytes else {
+                throw ProtocolError(.tooLarge, "\"\(name)\" would be \(bytes.count) bytes; the limit is \(limits.maxRecordBytes)",
+                                    details: ["limit": .number(JSONNumber(limits.maxRecordBytes))])
+            }
+            after = RecordState(name: name, version: version, seq: seq, created: current?.created ?? now,
+                                updated: now, data: newData, dataBytes: bytes)
+            if let (path, value) = pathValue {
+                push.string("path", path.description)
+                if let value { push.value("value", value) }
+            } else {
+                push.raw("data", bytes)
+            }
+        }
+        var reply: JSONObject = ["name": .string(name), "version": .number(JSONNumber(version)),
+                                 "seq": .number(JSONNumber(seq))]
+        if let replyValue { reply["value"] = replyValue }
+        return Change(seq: seq, time: now, name: name,
+                      target: .record(before: current, after: after, scope: scope),
+                      push: push.finish(), reply: reply)
+    }
+
+    /// RFC 7396 §2: members of `patch` replace those of `target`, `null`
+    /// removes, and objects merge recursively.
+    public static func mergePatch(_ target: JSONObject, _ patch: JSONObject) -> JSONObject {
+        var result = target
+        for (key, value) in patch {
+            switch value {
+            case .null:
+                result[key] = nil
+            case .object(let inner):
+                if case .object(let existing)? = result[key] {
+                    result[key] = .object(mergePatch(existing, inner))
+                } else {
+                    result[key] = .object(mergePatch([:], inner))
+                }
+            default:
+                result[key] = value
+            }
+        }
+        return result
+    }
+
+    // MARK: Lists
+
+    func applyList(_ write: Write, current: ListState?, seq: Int64, now: Int64) throws(ProtocolError) -> Change {
+        let name = write.name
+        if let base = write.baseVersion, base != (current?.version ?? 0) {
+            throw Self.conflict(name: name, field: "list", version: current?.version ?? 0,
+                                current: current.map { .array($0.entries.map(JSONValue.string)) },
+                                currentKey: "entries", base: base)
+        }
+        func missing() -> ProtocolError { ProtocolError(.notFound, "no list named \"\(name)\"") }
+        let version = (current?.version ?? 0) + 1
+        var entries = current?.entries ?? []
+        var push = MessageWriter()
+        push.string("op", "change")
+        push.int("seq", seq)
+        push.int("time", now)
+        push.string("list", name)
+        push.int("version", version)
+        var deleted = false
+        switch write.action {
+        case .addEntry(let entry, let at):
+            let index = at ?? entries.count
+            guard index <= entries.count else {
+                throw .badField("at", "\"at\" is \(index) but \"\(name)\" has \(entries.count) entries; use 0…\(entries.count)")
+            }
+            guard entries.count < limits.maxListEntries else {
+                throw ProtocolError(.tooLarge, "\"\(name)\" already has \(entries.count) entries; the limit is \(limits.maxListEntries)",
+                                    details: ["limit": .number(JSONNumber(limits.maxListEntries))])
+            }
+            entries.insert(entry, at: index)
+            push.string("kind", "addEntry")
+            push.string("entry", entry)
+            push.int("index", Int64(index))
+        case .removeEntry(let entry, let at):
+            guard current != nil else { throw missing() }
+            var removed: [Int] = []
+            if let at {
+                guard at < entries.count, entries[at] == entry else {
+                    throw ProtocolError(.notFound, "\"\(name)\" has no \"\(entry)\" at index \(at)")
+                }
+                removed = [at]
+            } else {
+                removed = entries.indices.filter { entries[$0] == entry }
+                guard !removed.isEmpty else { throw ProtocolError(.notFound, "\"\(name)\" has no entry \"\(entry)\"") }
+            }
+            for index in removed.reversed() { entries.remove(at: index) }
+            push.string("kind", "removeEntry")
+            push.string("entry", entry)
+            push.value("indexes", .array(removed.map { .number(JSONNumber($0)) }))
+        case .setEntries(let newEntries):
+            guard newEntries.count <= limits.maxListEntries else {
+                throw ProtocolError(.tooLarge, "\(newEntries.count) entries; the limit is \(limits.maxListEntries)",
+                                    details: ["limit": .number(JSONNumber(limits.maxListEntries))])
+            }
+            entries = newEntries
+            push.string("kind", "setEntries")
+            push.value("entries", .array(entries.map(JSONValue.string)))
+        case .deleteList:
+            guard current != nil else { throw missing() }
+            deleted = true
+            push.string("kind", "delete")
+        case .set, .setPath, .merge, .delete, .deletePath, .increment:
+            preconditionFailure("record write routed to applyList")
+        }
+        let after = deleted ? nil : ListState(name: name, version: version, seq: seq, created: current?.created ?? now,
+                                              updated: now, entries: entries)
+        let reply: JSONObject = ["list": .string(name), "version": .number(JSONNumber(version)),
+                                 "seq": .number(JSONNumber(seq))]
+        return Change(seq: seq, time: now, name: name, target: .list(before: current, after: after),
+                      push: push.finish(), reply: reply)
+    }
+
+    static func conflict(name: String, field: String, version: Int64, current: JSONValue?, currentKey: String,
+                         base: Int64) -> ProtocolError {
+        var details: JSONObject = [field: .string(name), "version": .number(JSONNumber(version))]
+        if let current { details[currentKey] = current }
+        let state = version == 0 ? "does not exist" : "is at version \(version)"
+        return ProtocolError(.conflict, "\"\(name)\" \(state), not \(base); read it again and retry", details: details)
+    }
+}
+
+/// The state as seen inside one atomic group: earlier writes' results over
+/// the caller's state, which is only read.
+struct Overlay<Base: EngineState> {
+    var base: Base
+    private var records: [String: RecordState?] = [:]
+    private var lists: [String: ListState?] = [:]
+
+    init(base: Base) { self.base = base }
+
+    mutating func record(_ name: String) throws(ProtocolError) -> RecordState? {
+        if let known = records[name] { return known }
+        return try base.record(name)
+    }
+
+    mutating func list(_ name: String) throws(ProtocolError) -> ListState? {
+        if let known = lists[name] { return known }
+        return try base.list(name)
+    }
+
+    mutating func remember(_ change: Change) {
+        switch change.target {
+        case .record(_, let after, _): records[change.name] = .some(after)
+        case .list(_, let after): lists[change.name] = .some(after)
+        }
+    }
+}

@@ -1,0 +1,170 @@
+import TallyProtocol
+
+/// Who is subscribed to what, indexed so that finding a change's subscribers
+/// costs a few dictionary lookups, never a scan of all subscriptions.
+///
+/// Subscribers are small integer slots (`makeSubscriber`), so deduplication —
+/// a change that matches several subscriptions of one connection is sent to it
+/// once — is a generation stamp per slot rather than a set per change.
+///
+/// Prefix subscriptions are found by length: for every distinct prefix length
+/// in use, the name's first bytes of that length are one lookup. Subscribers
+/// pick short, shared prefixes (`orders/`), so there are few distinct lengths.
+public struct SubscriptionRegistry: Sendable {
+    private var records: [String: [Int]] = [:]
+    private var paths: [String: [(slot: Int, path: RecordPath)]] = [:]
+    private var lists: [String: [Int]] = [:]
+    private var prefixes: [Substring: [Int]] = [:]
+    /// Distinct prefix byte lengths in use, ascending, with how many prefixes have each.
+    private var prefixLengths: [(length: Int, count: Int)] = []
+    private var topics: [String: [Int]] = [:]
+    private var bySlot: [Set<SubscriptionTarget>] = []
+    private var freeSlots: [Int] = []
+    private var stamps: [UInt32] = []
+    private var generation: UInt32 = 0
+    public private(set) var count = 0
+
+    public init() {}
+
+    // MARK: Subscribers
+
+    public mutating func makeSubscriber() -> Int {
+        if let slot = freeSlots.popLast() { return slot }
+        bySlot.append([])
+        stamps.append(0)
+        return bySlot.count - 1
+    }
+
+    /// Drops every subscription of `slot` and frees it for reuse.
+    public mutating func releaseSubscriber(_ slot: Int) {
+        for target in bySlot[slot] { _ = remove(target, slot: slot) }
+        bySlot[slot] = []
+        freeSlots.append(slot)
+    }
+
+    public func subscriptions(of slot: Int) -> Set<SubscriptionTarget> { bySlot[slot] }
+
+    // MARK: Adding and removing
+
+    /// Returns false when `slot` already had this subscription.
+    @discardableResult
+    public mutating func add(_ target: SubscriptionTarget, slot: Int) -> Bool {
+        guard bySlot[slot].insert(target).inserted else { return false }
+        count += 1
+        switch target {
+        case .record(let name): records[name, default: []].append(slot)
+        case .path(let name, let path): paths[name, default: []].append((slot, path))
+        case .list(let name): lists[name, default: []].append(slot)
+        case .topic(let topic): topics[topic, default: []].append(slot)
+        case .prefix(let prefix):
+            let key = Substring(prefix)
+            if prefixes[key] == nil { adjustPrefixLength(prefix.utf8.count, by: 1) }
+            prefixes[key, default: []].append(slot)
+        }
+        return true
+    }
+
+    /// Returns false when `slot` had no such subscription.
+    @discardableResult
+    public mutating func remove(_ target: SubscriptionTarget, slot: Int) -> Bool {
+        guard bySlot[slot].remove(target) != nil else { return false }
+        count -= 1
+        func drop(_ table: inout [String: [Int]], _ key: String) {
+            table[key]?.removeAll { $0 == slot }
+            if table[key]?.isEmpty == true { table[key] = nil }
+        }
+        switch target {
+        case .record(let name): drop(&records, name)
+        case .list(let name): drop(&lists, name)
+        case .topic(let topic): drop(&topics, topic)
+        case .path(let name, let path):
+            paths[name]?.removeAll { $0.slot == slot && $0.path == path }
+            if paths[name]?.isEmpty == true { paths[name] = nil }
+        case .prefix(let prefix):
+            let key = Substring(prefix)
+            prefixes[key]?.removeAll { $0 == slot }
+            if prefixes[key]?.isEmpty == true {
+                prefixes[key] = nil
+                adjustPrefixLength(prefix.utf8.count, by: -1)
+            }
+        }
+        return true
+    }
+
+    private mutating func adjustPrefixLength(_ length: Int, by delta: Int) {
+        if let index = prefixLengths.firstIndex(where: { $0.length == length }) {
+            prefixLengths[index].count += delta
+            if prefixLengths[index].count == 0 { prefixLengths.remove(at: index) }
+        } else {
+            prefixLengths.append((length, delta))
+            prefixLengths.sort { $0.length < $1.length }
+        }
+    }
+
+    // MARK: Matching
+
+    /// Appends to `into` each slot that must see `change` once.
+    public mutating func subscribers(of change: Change, into slots: inout [Int]) {
+        generation &+= 1
+        if generation == 0 { stamps = Array(repeating: 0, count: stamps.count); generation = 1 }
+        switch change.target {
+        case .list:
+            if let list = lists[change.name] { for slot in list { mark(slot, into: &slots) } }
+        case .record(let before, let after, let scope):
+            let name = change.name
+            if let whole = records[name] { for slot in whole { mark(slot, into: &slots) } }
+            if let subscribed = paths[name] {
+                for (slot, path) in subscribed where Self.concerns(path: path, before: before, after: after, scope: scope) {
+                    mark(slot, into: &slots)
+                }
+            }
+            if !prefixLengths.isEmpty { matchPrefixes(of: name, into: &slots) }
+        }
+    }
+
+    /// Subscribers of an event topic (one subscription per slot per topic).
+    public func subscribers(ofTopic topic: String) -> [Int] { topics[topic] ?? [] }
+
+    /// Whether `target` would see a change to record `name` (for replaying the log).
+    public static func matches(_ target: SubscriptionTarget, recordNamed name: String) -> Bool {
+        switch target {
+        case .record(let record), .path(let record, _): record == name
+        case .prefix(let prefix): name.utf8.starts(with: prefix.utf8)
+        case .list, .topic: false
+        }
+    }
+
+    /// A path subscriber sees a change that touched an overlapping path, or a
+    /// whole-record change that altered the value under its path.
+    public static func concerns(path: RecordPath, before: RecordState?, after: RecordState?,
+                                scope: Change.RecordScope) -> Bool {
+        switch scope {
+        case .path(let changed):
+            return changed.overlaps(path)
+        case .whole:
+            guard let before, let after else { return true }
+            return JSONValue.object(before.data).value(at: path) != JSONValue.object(after.data).value(at: path)
+        }
+    }
+
+    private mutating func mark(_ slot: Int, into slots: inout [Int]) {
+        guard stamps[slot] != generation else { return }
+        stamps[slot] = generation
+        slots.append(slot)
+    }
+
+    private mutating func matchPrefixes(of name: String, into slots: inout [Int]) {
+        let utf8 = name.utf8
+        let total = utf8.count
+        for (length, _) in prefixLengths {
+            guard length <= total else { break }
+            let end = utf8.index(utf8.startIndex, offsetBy: length)
+            // A prefix ends on a scalar boundary; a continuation byte here
+            // means no prefix of this length can match.
+            if end < utf8.endIndex, utf8[end] & 0xC0 == 0x80 { continue }
+            if let matched = prefixes[name[..<end]] {
+                for slot in matched { mark(slot, into: &slots) }
+            }
+        }
+    }
+}
