@@ -1,3 +1,4 @@
+import Synchronization
 import TallyHTTP
 import TallyWebSocket
 
@@ -8,6 +9,30 @@ public enum HTTPAction: Sendable {
     /// Switch the connection to WebSocket after validating the handshake
     /// (RFC 6455 §4.2.1); an invalid handshake is answered with 400/426.
     case upgrade(WebSocketRoute)
+    /// Answer later, from any thread, through the responder (for work that
+    /// waits on something else, such as a storage commit). The connection
+    /// holds back later pipelined requests until this one is answered.
+    case deferred(@Sendable (HTTPResponder) -> Void)
+}
+
+/// Answers one deferred request. Safe to use from any thread; only the first
+/// answer counts, and an answer for a connection that closed is dropped.
+public final class HTTPResponder: Sendable {
+    private let connection: UncheckedBox<Connection>
+    private let request: HTTPRequest
+    private let answered = Atomic<Bool>(false)
+
+    init(connection: Connection, request: HTTPRequest) {
+        self.connection = UncheckedBox(connection)
+        self.request = request
+    }
+
+    public func respond(_ response: HTTPResponse) {
+        guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let connection = connection
+        let request = request
+        connection.value.loop.execute { connection.value.finishDeferred(response, to: request) }
+    }
 }
 
 /// A WebSocket endpoint: which subprotocols it speaks and who handles its

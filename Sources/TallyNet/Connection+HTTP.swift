@@ -4,6 +4,7 @@ import TallyWebSocket
 /// Server side HTTP/1.1: requests in, responses out, and the WebSocket upgrade.
 extension Connection {
     func processHTTP(_ bytes: UnsafeRawBufferPointer) {
+        if awaitingResponse { return holdPipelined(bytes) }
         var rest = bytes
         while phase == .http, !rest.isEmpty, httpParser != nil {
             let (consumed, result) = httpParser!.parse(rest)
@@ -20,6 +21,7 @@ extension Connection {
             case .request(let request):
                 requestStartedAt = nil
                 handle(request)
+                if awaitingResponse { return holdPipelined(rest) }
                 // Bytes after an upgrade request are the first WebSocket frames.
                 if phase == .webSocket, !rest.isEmpty { processWebSocket(rest) }
             case .failure(let error):
@@ -43,7 +45,32 @@ extension Connection {
             respond(response, to: request)
         case .upgrade(let route):
             upgrade(request, route: route)
+        case .deferred(let start):
+            awaitingResponse = true
+            start(HTTPResponder(connection: self, request: request))
         }
+    }
+
+    /// Keeps bytes that arrive while a deferred request is unanswered.
+    private func holdPipelined(_ bytes: UnsafeRawBufferPointer) {
+        guard !bytes.isEmpty else { return }
+        guard heldInput.count + bytes.count <= Connection.maxHeldInput else {
+            return abort()
+        }
+        heldInput.append(contentsOf: bytes)
+    }
+
+    /// The deferred answer arrived (on the loop thread): send it, then parse
+    /// what was pipelined behind it.
+    func finishDeferred(_ response: HTTPResponse, to request: HTTPRequest) {
+        guard phase == .http, awaitingResponse else { return }
+        awaitingResponse = false
+        lastActivity = loop.now
+        respond(response, to: request)
+        guard !heldInput.isEmpty, phase == .http else { return }
+        let held = heldInput
+        heldInput = []
+        held.withUnsafeBytes { processHTTP($0) }
     }
 
     /// Answers `request`, keeping the connection when it asked to.

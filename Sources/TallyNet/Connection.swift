@@ -38,6 +38,10 @@ final class Connection: EventSource {
 
     var httpParser: HTTPRequestParser?
     var requestStartedAt: Int64?
+    /// A deferred request is being answered elsewhere; later requests wait in `heldInput`.
+    var awaitingResponse = false
+    var heldInput: [UInt8] = []
+    static let maxHeldInput = 1 << 20
     var decoder: WebSocketDecoder?
     var encoder: WebSocketEncoder?
     var socket: WebSocket?
@@ -346,7 +350,7 @@ final class Connection: EventSource {
                 closeNow()
             }
         case .http:
-            guard let configuration = server?.configuration else { return }
+            guard let configuration = server?.configuration, !awaitingResponse else { return }
             if let started = requestStartedAt {
                 if now - started > configuration.requestTimeoutMillis {
                     loop.metrics.add(.idleTimeouts)
