@@ -42,11 +42,15 @@ let package = Package(
                 dependencies: ["CLinuxShim", "TallyHTTP", "TallyWebSocket", "TallyTLS"],
                 swiftSettings: strict),
         // The hub: configuration, routes, metrics.
-        .target(name: "TallyServer", dependencies: ["TallyNet", "CSQLite"], swiftSettings: strict),
+        // Durable storage: SQLite (WAL, group commit) and an in-memory twin.
+        .target(name: "TallyStore", dependencies: ["CSQLite"], swiftSettings: strict),
+        .target(name: "TallyServer", dependencies: ["TallyNet", "TallyEngine", "TallyProtocol", "TallyStore"],
+                swiftSettings: strict),
         // Load generators behind `tally bench`.
         .target(name: "TallyBench", dependencies: ["TallyNet", "TallyTLS"], swiftSettings: strict),
         // The command-line front end: argument parsing and output only.
-        .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS"],
+        .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS",
+                                                      "TallyProtocol", "TallyStore"],
                           swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary directories, …).
@@ -55,6 +59,7 @@ let package = Package(
         .testTarget(name: "TallyProtocolTests", dependencies: ["TallyProtocol"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
+        .testTarget(name: "TallyStoreTests", dependencies: ["TallyStore", "TallyTestSupport"]),
         .testTarget(name: "TallyNetTests", dependencies: ["TallyNet", "TallyServer", "TallyTestSupport"]),
     ]
 )

@@ -48,6 +48,23 @@ public struct MessageWriter {
         bytes.append(contentsOf: json)
     }
 
+    /// A member whose value is an array of already serialized JSON values.
+    public mutating func rawArray(_ name: StaticString, _ elements: [[UInt8]]) {
+        key(name)
+        bytes.append(UInt8(ascii: "["))
+        for (index, element) in elements.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: element)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// `null` as the value of `name`.
+    public mutating func null(_ name: StaticString) {
+        key(name)
+        bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
+    }
+
     /// Every member of `object`, in its order (for details and reply fields).
     public mutating func members(of object: JSONObject) {
         for member in object {

@@ -1,18 +1,53 @@
 import TallyHTTP
 import TallyNet
+import TallyStore
 
-/// The running hub: the network server plus Tally's routes.
+/// The running hub: the store, the sync core and the network server.
 public final class Hub: Sendable {
     public let server: Server
+    public let core: HubCore
     public var port: Int { server.port }
 
-    /// Binds and starts serving. Throws when the address cannot be bound.
-    public init(configuration: HubConfiguration) throws(SystemError) {
-        let routes = HubRoutes(configuration: configuration)
-        server = try Server(configuration: configuration.server, application: routes)
-        routes.metricsSource.set { [server] in server.metricsSnapshot() }
+    /// Opens the store, starts the core, binds and starts serving.
+    public init(configuration: HubConfiguration) throws(HubStartError) {
+        let store: any Store
+        do {
+            store = configuration.dataDirectory == ":memory:"
+                ? MemoryStore(retention: configuration.retention)
+                : try SQLiteStore(directory: configuration.dataDirectory, durability: configuration.durability,
+                                  retention: configuration.retention)
+            core = try HubCore(store: store, configuration: configuration.core, logger: configuration.server.logger)
+        } catch {
+            throw .store(error)
+        }
+        core.start()
+        let routes = HubRoutes(configuration: configuration, core: core)
+        do {
+            server = try Server(configuration: configuration.server, application: routes)
+        } catch {
+            core.stop()
+            throw .bind(error)
+        }
+        let core = core
+        routes.metricsSource.set { [server] in server.metricsSnapshot().prometheusText + core.metrics.prometheusText }
     }
 
-    /// Graceful shutdown (see `Server.shutdown`).
-    public func shutdown() { server.shutdown() }
+    /// Graceful shutdown: stop the network (see `Server.shutdown`), then let
+    /// the core commit what it accepted and close the store.
+    public func shutdown() {
+        server.shutdown()
+        core.stop()
+    }
+}
+
+public enum HubStartError: Error, CustomStringConvertible {
+    case store(StoreError)
+    case bind(SystemError)
+
+    public var description: String {
+        switch self {
+        case .store(let error): "cannot open the store: \(error)"
+        case .bind(let error): "\(error)"
+        }
+    }
 }

@@ -1,9 +1,17 @@
+import TallyEngine
 import TallyNet
+import TallyStore
 
 /// Everything `tally serve` decides before the hub starts.
 public struct HubConfiguration: Sendable {
     public var server = ServerConfiguration()
     /// Serve the WebSocket echo endpoint at `/echo` (interop tests, benchmarks).
     public var echo = true
+    /// Where the SQLite store lives; `:memory:` keeps everything in memory
+    /// (tests, benchmarks of the non-durable path).
+    public var dataDirectory = "./tally-data"
+    public var durability = Durability.full
+    public var retention = StoreRetention()
+    public var core = CoreConfiguration()
     public init() {}
 }

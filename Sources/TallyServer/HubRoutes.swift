@@ -1,19 +1,25 @@
 import Synchronization
 import TallyHTTP
 import TallyNet
+import TallyProtocol
 import TallyWebSocket
 
 /// The hub's HTTP application: a router frozen at start.
 final class HubRoutes: HTTPApplication {
     enum Route: Sendable {
         case respond(@Sendable (HTTPRequest, [String: String]) -> HTTPResponse)
+        /// Parsed on the loop, answered by the core: an operation or an
+        /// immediate error response.
+        case rest(@Sendable (HTTPRequest, [String: String]) throws(ProtocolError) -> RESTCall.Operation)
         case upgrade(WebSocketRoute)
     }
 
     private let router: HTTPRouter<Route>
+    private let core: HubCore
     let metricsSource = MetricsSource()
 
-    init(configuration: HubConfiguration) {
+    init(configuration: HubConfiguration, core: HubCore) {
+        self.core = core
         var router = HTTPRouter<Route>()
         router.add("GET", "/healthz", .respond { _, _ in
             .json(.ok, Array(#"{"status":"ok"}"#.utf8))
@@ -27,6 +33,13 @@ final class HubRoutes: HTTPApplication {
         if configuration.echo {
             router.add("GET", "/echo", .upgrade(WebSocketRoute { _ in EchoHandler() }))
         }
+        var messageLimits = JSONLimits()
+        messageLimits.maxBytes = configuration.server.webSocket.maxMessageSize
+        let limits = messageLimits
+        router.add("GET", "/v1/ws", .upgrade(WebSocketRoute(subprotocols: ["tally.v1"]) { _ in
+            SyncHandler(core: core, limits: limits)
+        }))
+        RESTRoutes.add(to: &router, limits: limits)
         self.router = router
     }
 
@@ -34,6 +47,13 @@ final class HubRoutes: HTTPApplication {
         switch router.match(method: request.method, path: request.path) {
         case .found(.respond(let respond), let parameters):
             return .respond(respond(request, parameters))
+        case .found(.rest(let parse), let parameters):
+            let operation: RESTCall.Operation
+            do { operation = try parse(request, parameters) } catch {
+                return .respond(REST.response(for: error))
+            }
+            let core = core
+            return .deferred { responder in core.post(.rest(RESTCall(operation: operation, responder: responder))) }
         case .found(.upgrade(let route), _):
             return .upgrade(route)
         case .methodNotAllowed(var allowed):
@@ -51,11 +71,11 @@ final class HubRoutes: HTTPApplication {
 
 /// Where `/metrics` reads its figures; set once the server exists.
 final class MetricsSource: Sendable {
-    private let source = Locked<(@Sendable () -> NetMetricsSnapshot)?>(nil)
-    func set(_ body: @escaping @Sendable () -> NetMetricsSnapshot) { source.withLock { $0 = body } }
+    private let source = Locked<(@Sendable () -> String)?>(nil)
+    func set(_ body: @escaping @Sendable () -> String) { source.withLock { $0 = body } }
     func render() -> String {
         let body = source.withLock { $0 }
-        return body?().prometheusText ?? ""
+        return body?() ?? ""
     }
 }
 

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import TallyNet
 import TallyServer
+import TallyStore
 import TallyTLS
 import TallyBench
 
@@ -15,6 +16,14 @@ enum ServeCommand {
     Options:
       --host H                 address to bind (default 127.0.0.1)
       --port P                 port (default 8080; 0 picks a free one)
+      --data DIR               where the SQLite store lives (default ./tally-data);
+                               :memory: keeps nothing on disk
+      --config FILE            JSON settings file (see README); flags win over it
+      --durability MODE        full (default), normal or off: SQLite synchronous
+                               setting; only full survives a power loss
+      --retain-changes N       changes kept in the log for resume (default 1000000)
+      --retain-age SECONDS     oldest change kept for resume (default 604800, 7 days)
+      --max-record-size SIZE   largest record data, e.g. 256K (default 1M)
       --threads N              event-loop threads (default: number of cores)
       --tls-cert FILE          PEM certificate chain: serve https:// and wss://
       --tls-key FILE           PEM private key for --tls-cert
@@ -30,16 +39,52 @@ enum ServeCommand {
 
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let arguments = try Arguments(args, command: "serve",
-            valued: ["host", "port", "threads", "tls-cert", "tls-key", "max-message-size", "max-outbound",
+            valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-age",
+                     "max-record-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
                      "ping-interval", "idle-timeout", "log-level"],
             flags: ["no-echo", "no-compression", "help"])
         if arguments.flag("help") { print(help); return 0 }
         try arguments.noPositionals("serve")
         var configuration = HubConfiguration()
         var server = ServerConfiguration()
+        if let path = arguments.string("config") {
+            do {
+                let file = try HubConfigFile.load(path: path)
+                if let host = file.host { server.host = host }
+                if let port = file.port { server.port = port }
+                if let threads = file.threads { server.threads = threads }
+                if let data = file.data { configuration.dataDirectory = data }
+                if let durability = file.durability { configuration.durability = durability }
+                if let count = file.retainChanges { configuration.retention.maxChanges = count }
+                if let age = file.retainAgeSeconds { configuration.retention.maxAge = age }
+                if let size = file.maxRecordSize { configuration.core.limits.maxRecordBytes = size }
+                if let size = file.maxMessageSize { server.webSocket.maxMessageSize = size }
+            } catch {
+                printError("bad config file \(path): \(error)")
+                return 2
+            }
+        }
         if let host = arguments.string("host") { server.host = host }
         if let port = try arguments.int("port", in: 0...65535) { server.port = port }
         if let threads = try arguments.int("threads", in: 1...256) { server.threads = threads }
+        if let data = arguments.string("data") {
+            guard !data.isEmpty else { throw UsageError(message: "--data needs a directory") }
+            configuration.dataDirectory = data
+        }
+        if let mode = arguments.string("durability") {
+            guard let durability = Durability(rawValue: mode) else {
+                throw UsageError(message: "--durability must be full, normal or off, not '\(mode)'")
+            }
+            configuration.durability = durability
+        }
+        if let count = try arguments.int("retain-changes", in: 1...Int(Int32.max)) { configuration.retention.maxChanges = count }
+        if let text = arguments.string("retain-age") {
+            guard let seconds = Double(text), seconds > 0, seconds <= 3650 * 86_400 else {
+                throw UsageError(message: "--retain-age must be a number of seconds greater than 0, not '\(text)'")
+            }
+            configuration.retention.maxAge = seconds
+        }
+        if let size = try arguments.bytes("max-record-size") { configuration.core.limits.maxRecordBytes = size }
         if let size = try arguments.bytes("max-message-size") { server.webSocket.maxMessageSize = size }
         if let size = try arguments.bytes("max-outbound") { server.webSocket.maxOutboundBytes = size }
         if let ms = try arguments.millis("ping-interval") { server.webSocket.pingIntervalMillis = ms }
@@ -89,7 +134,9 @@ enum ServeCommand {
         server.logger.info("server.started", ["address": "\(scheme)://\(host):\(hub.port)",
                                               "threads": String(server.threads),
                                               "tls": server.tls == nil ? "off" : "on",
-                                              "echo": configuration.echo ? "on" : "off"])
+                                              "echo": configuration.echo ? "on" : "off",
+                                              "data": configuration.dataDirectory,
+                                              "durability": configuration.durability.rawValue])
         print("tally listening on \(scheme)://\(host):\(hub.port)")
         fflush(stdout)
 

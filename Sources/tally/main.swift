@@ -6,6 +6,13 @@ Usage: tally <command> [options]
 
 Commands:
   serve          run the hub (HTTP + WebSocket on one port)
+  get            print a record (or one path in it)
+  set            set a record, or one value at a path
+  del            delete a record, or one value at a path
+  watch          print every change to a record or a prefix
+  list           show a list, add or remove entries
+  emit           publish an event on a topic
+  on             print the events published on a topic
   echo-check     check a WebSocket echo endpoint message by message
   bench          benchmarks: echo round trips, idle connection memory
   help           show this help; 'tally <command> --help' for a command
@@ -13,7 +20,7 @@ Commands:
 Exit status: 0 success, 1 failure, 2 usage error.
 """
 
-let version = "0.1.0"
+let version = "0.3.0"
 let args = CommandLine.arguments
 let status: Int32
 do {
@@ -28,6 +35,8 @@ do {
         status = try ServeCommand.run(args.dropFirst(2))
     case "echo-check":
         status = try EchoCheckCommand.run(args.dropFirst(2))
+    case "get", "set", "del", "watch", "list", "emit", "on":
+        status = try ClientCommands.run(args[1], args.dropFirst(2))
     case "bench":
         status = try BenchCommand.run(args.dropFirst(2))
     case let other?:

@@ -1,0 +1,96 @@
+import Foundation
+import TallyProtocol
+import TallyStore
+
+/// `tally serve --config FILE`: a JSON object whose members set what the
+/// flags set (flags given on the command line win). Unknown members and
+/// wrong types are refused with the JSON path of the offending entry, so a
+/// typo never silently falls back to a default.
+///
+/// ```json
+/// {
+///   "host": "127.0.0.1", "port": 8080, "threads": 2,
+///   "data": "/var/lib/tally", "durability": "full",
+///   "retention": {"changes": 1000000, "ageSeconds": 604800},
+///   "maxRecordSize": 1048576, "maxMessageSize": 16777216
+/// }
+/// ```
+public struct HubConfigFile: Sendable {
+    public var host: String?
+    public var port: Int?
+    public var threads: Int?
+    public var data: String?
+    public var durability: Durability?
+    public var retainChanges: Int?
+    public var retainAgeSeconds: Double?
+    public var maxRecordSize: Int?
+    public var maxMessageSize: Int?
+
+    public struct Invalid: Error, CustomStringConvertible {
+        public var path: String
+        public var message: String
+        public var description: String { "\(path): \(message)" }
+    }
+
+    public static func load(path: String) throws(Invalid) -> HubConfigFile {
+        guard let contents = FileManager.default.contents(atPath: path) else {
+            throw Invalid(path: path, message: "cannot read the file")
+        }
+        let value: JSONValue
+        do { value = try JSONValue.parse(Array(contents)) } catch {
+            throw Invalid(path: path, message: "not valid JSON: \(error.message) at byte \(error.offset)")
+        }
+        return try parse(value)
+    }
+
+    public static func parse(_ value: JSONValue) throws(Invalid) -> HubConfigFile {
+        guard case .object(let root) = value else { throw Invalid(path: "$", message: "must be a JSON object") }
+        var file = HubConfigFile()
+        for (key, member) in root {
+            let path = "$.\(key)"
+            switch key {
+            case "host": file.host = try string(member, path)
+            case "port": file.port = try int(member, path, 0...65535)
+            case "threads": file.threads = try int(member, path, 1...256)
+            case "data": file.data = try string(member, path)
+            case "durability":
+                let text = try string(member, path)
+                guard let durability = Durability(rawValue: text) else {
+                    throw Invalid(path: path, message: "must be \"full\", \"normal\" or \"off\", not \"\(text)\"")
+                }
+                file.durability = durability
+            case "maxRecordSize": file.maxRecordSize = try int(member, path, 1...(1 << 30))
+            case "maxMessageSize": file.maxMessageSize = try int(member, path, 1...(1 << 30))
+            case "retention":
+                guard case .object(let retention) = member else { throw Invalid(path: path, message: "must be an object") }
+                for (inner, innerValue) in retention {
+                    let innerPath = "\(path).\(inner)"
+                    switch inner {
+                    case "changes": file.retainChanges = try int(innerValue, innerPath, 1...Int(Int32.max))
+                    case "ageSeconds":
+                        guard case .number(let number) = innerValue, number.doubleValue > 0 else {
+                            throw Invalid(path: innerPath, message: "must be a number of seconds greater than 0")
+                        }
+                        file.retainAgeSeconds = number.doubleValue
+                    default: throw Invalid(path: innerPath, message: "unknown setting; use \"changes\" or \"ageSeconds\"")
+                    }
+                }
+            default:
+                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize")
+            }
+        }
+        return file
+    }
+
+    private static func string(_ value: JSONValue, _ path: String) throws(Invalid) -> String {
+        guard case .string(let text) = value, !text.isEmpty else { throw Invalid(path: path, message: "must be a non-empty string") }
+        return text
+    }
+
+    private static func int(_ value: JSONValue, _ path: String, _ range: ClosedRange<Int>) throws(Invalid) -> Int {
+        guard case .number(let number) = value, let int = number.int64Value, number.isInteger, range.contains(Int(int)) else {
+            throw Invalid(path: path, message: "must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return Int(int)
+    }
+}

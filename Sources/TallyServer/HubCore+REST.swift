@@ -1,0 +1,107 @@
+import TallyEngine
+import TallyHTTP
+import TallyNet
+import TallyProtocol
+import TallyStore
+
+/// REST calls, answered with the same semantics as the WebSocket operations.
+extension HubCore {
+    func handle(_ call: RESTCall) {
+        metrics.requests.add(1, ordering: .relaxed)
+        let head = headSeq
+        var ifMatch = false
+        do throws(ProtocolError) {
+            switch call.operation {
+            case .getRecord(let name):
+                guard let record = try cache.record(name) else { throw ProtocolError(.notFound, "no record named \"\(name)\"") }
+                respond(call, .ok, record.envelope(), etag: record.version, after: head)
+            case .records(let prefix, let after, let limit):
+                let (records, more) = try records(prefix: prefix, after: after, limit: limit)
+                var writer = MessageWriter()
+                writer.int("seq", head)
+                writer.rawArray("records", records.map { $0.envelope() })
+                writer.bool("more", more)
+                respond(call, .ok, writer.finish(), after: head)
+            case .writeRecord(let write, let key, let usedIfMatch):
+                ifMatch = usedIfMatch
+                let result = try self.write([write], atomic: false, key: key).get()
+                if case .delete = write.action {
+                    var writer = MessageWriter()
+                    writer.members(of: result.reply)
+                    writer.bool("deleted", true)
+                    respond(call, .ok, writer.finish(), after: result.seq)
+                } else {
+                    // The envelope of the record as this write left it (a
+                    // retried key answers with the record as it is now).
+                    guard let record = try cache.record(write.name) else {
+                        throw ProtocolError(.notFound, "no record named \"\(write.name)\"")
+                    }
+                    let created = result.changes.first.map { change in
+                        if case .record(let before, _, _) = change.target { return before == nil }
+                        return false
+                    } ?? false
+                    respond(call, created ? .created : .ok, record.envelope(), etag: record.version,
+                            after: max(result.seq, record.seq))
+                }
+                fanOut(result.changes)
+            case .getList(let name):
+                guard let list = try cache.list(name) else { throw ProtocolError(.notFound, "no list named \"\(name)\"") }
+                respond(call, .ok, list.envelope(nameKey: "name"), etag: list.version, after: head)
+            case .writeList(let write, let key):
+                let result = try self.write([write], atomic: false, key: key).get()
+                if let list = try cache.list(write.name) {
+                    respond(call, .ok, list.envelope(nameKey: "name"), etag: list.version, after: max(result.seq, list.seq))
+                } else {
+                    var writer = MessageWriter()
+                    writer.members(of: result.reply)
+                    writer.bool("deleted", true)
+                    respond(call, .ok, writer.finish(), after: result.seq)
+                }
+                fanOut(result.changes)
+            case .changes(let since, let limit):
+                let floor: Int64
+                let stored: [StoredChange]
+                do {
+                    floor = try cache.reader.state().floorSeq
+                    stored = since < floor ? [] : try cache.reader.changes(after: since, limit: limit + 1)
+                } catch {
+                    throw .storage(error)
+                }
+                guard since >= floor else {
+                    throw ProtocolError(.resnapshot, "the change log starts after seq \(floor); since=\(since) is too old: read the records again",
+                                        details: ["floor": .number(JSONNumber(floor))])
+                }
+                var pushes = stored.prefix(limit).map(\.message)
+                var more = stored.count > limit
+                if !more {
+                    let last = stored.last?.seq ?? since
+                    for change in uncommitted where change.seq > last {
+                        guard pushes.count < limit else { more = true; break }
+                        pushes.append(change.push)
+                    }
+                }
+                var writer = MessageWriter()
+                writer.int("seq", head)
+                writer.int("floor", floor)
+                writer.rawArray("changes", pushes)
+                writer.bool("more", more)
+                respond(call, .ok, writer.finish(), after: head)
+            case .publish(let topic, let data):
+                publish(topic: topic, data: data) { count in
+                    var writer = MessageWriter()
+                    writer.int("delivered", Int64(count))
+                    respond(call, .ok, writer.finish(), after: 0)
+                }
+            }
+        } catch {
+            metrics.requestErrors.add(1, ordering: .relaxed)
+            emit(.http(call.responder, REST.response(for: error, ifMatch: ifMatch)), after: 0)
+        }
+    }
+
+    private func respond(_ call: RESTCall, _ status: HTTPStatus, _ body: [UInt8], etag: Int64? = nil, after seq: Int64) {
+        var response = HTTPResponse.json(status, body)
+        if let etag { response.headers.set("ETag", "\"\(etag)\"") }
+        emit(.http(call.responder, response), after: seq)
+    }
+}

@@ -1,0 +1,373 @@
+import TallyEngine
+import TallyNet
+import TallyProtocol
+import TallyStore
+import TallyWebSocket
+
+/// The protocol's operations on a WebSocket session.
+extension HubCore {
+    func handle(_ request: Request, from session: Session) {
+        guard session.slot >= 0 else { return }
+        let id = request.id
+        switch request.operation {
+        case .hello(let hello): self.hello(hello, id: id, session: session)
+        case .get(let target): get(target, id: id, session: session)
+        case .subscribe(let target, let since): subscribe(target, since: since ?? session.since, id: id, session: session)
+        case .unsubscribe(let target):
+            if registry.remove(target, slot: session.slot) {
+                metrics.subscriptions.store(registry.count, ordering: .relaxed)
+                answer(session, id: id) { _ in }
+            } else {
+                answer(session, id: id, error: ProtocolError(.notSubscribed, "this connection has no such subscription"))
+            }
+        case .write(let writes, let atomic):
+            switch write(writes, atomic: atomic, key: request.idempotencyKey) {
+            case .success(let result):
+                answer(session, id: id, after: result.seq) { $0.members(of: result.reply) }
+                fanOut(result.changes)
+            case .failure(let error):
+                answer(session, id: id, error: error)
+            }
+        case .publish(let topic, let data):
+            let delivered = publish(topic: topic, data: data, replyFirst: { count in
+                self.answer(session, id: id) { $0.int("delivered", Int64(count)) }
+            })
+            _ = delivered
+        }
+    }
+
+    // MARK: hello
+
+    private func hello(_ hello: Hello, id: JSONValue?, session: Session) {
+        guard !session.saidHello else {
+            return answer(session, id: id, error: ProtocolError(.badMessage, "this connection already said hello"))
+        }
+        guard let version = hello.protocols.filter(Request.supportedProtocols.contains).max() else {
+            return answer(session, id: id, error: ProtocolError(.unsupportedProtocol,
+                "this hub speaks protocol \(Request.supportedProtocols.map(String.init).joined(separator: ", ")), not \(hello.protocols.map(String.init).joined(separator: ", "))",
+                details: ["supported": .array(Request.supportedProtocols.map { .number(JSONNumber($0)) })]))
+        }
+        let floor: Int64
+        do { floor = try cache.reader.state().floorSeq } catch {
+            return answer(session, id: id, error: .storage(error))
+        }
+        session.saidHello = true
+        session.since = hello.since
+        session.client = hello.client
+        let head = headSeq
+        answer(session, id: id, after: head) { writer in
+            writer.int("protocol", Int64(version))
+            writer.string("server", configuration.serverName)
+            writer.int("seq", head)
+            writer.int("floor", floor)
+            if let since = hello.since { writer.bool("resumable", since >= floor && since <= head) }
+        }
+    }
+
+    // MARK: get
+
+    private func get(_ target: GetTarget, id: JSONValue?, session: Session) {
+        let head = headSeq
+        do throws(ProtocolError) {
+            switch target {
+            case .record(let name, let path):
+                guard let record = try cache.record(name) else {
+                    throw ProtocolError(.notFound, "no record named \"\(name)\"")
+                }
+                if let path {
+                    guard let value = JSONValue.object(record.data).value(at: path) else {
+                        throw ProtocolError(.notFound, "\"\(name)\" has no value at \(path)")
+                    }
+                    answer(session, id: id, after: head) { writer in
+                        Self.pathEnvelope(record, path: path, value: value, into: &writer)
+                    }
+                } else {
+                    answer(session, id: id, after: head) { record.envelope(into: &$0) }
+                }
+            case .list(let name):
+                guard let list = try cache.list(name) else { throw ProtocolError(.notFound, "no list named \"\(name)\"") }
+                answer(session, id: id, after: head) { list.envelope(into: &$0) }
+            case .prefix(let prefix, let after, let limit):
+                let (records, more) = try records(prefix: prefix, after: after, limit: limit)
+                answer(session, id: id, after: head) { writer in
+                    writer.int("seq", head)
+                    writer.rawArray("records", records.map { $0.envelope() })
+                    writer.bool("more", more)
+                }
+            }
+        } catch {
+            answer(session, id: id, error: error)
+        }
+    }
+
+    static func pathEnvelope(_ record: RecordState, path: RecordPath, value: JSONValue?, into writer: inout MessageWriter) {
+        writer.string("name", record.name)
+        writer.int("version", record.version)
+        writer.int("seq", record.seq)
+        writer.int("created", record.created)
+        writer.int("updated", record.updated)
+        writer.string("path", path.description)
+        if let value { writer.value("value", value) }
+    }
+
+    /// Current records under `prefix` in name order: the store's committed
+    /// rows with the cache's newer states laid over them.
+    func records(prefix: String, after: String?, limit: Int) throws(ProtocolError) -> ([RecordState], Bool) {
+        let stored: [StoredRecord]
+        do { stored = try cache.reader.records(prefix: prefix, after: after, limit: limit) } catch { throw .storage(error) }
+        let full = stored.count == limit
+        var result: [RecordState] = []
+        result.reserveCapacity(stored.count)
+        var seen = Set<String>()
+        for row in stored {
+            seen.insert(row.name)
+            if let cached = cache.records[row.name] {
+                if let state = cached.state { result.append(state) }
+            } else {
+                result.append(try RecordState(stored: row))
+            }
+        }
+        let last = stored.last?.name
+        for name in cache.pendingRecordNames(prefix: prefix) where !seen.contains(name) {
+            if let after, !after.utf8.lexicographicallyPrecedes(name.utf8) { continue }
+            if full, let last, !name.utf8.lexicographicallyPrecedes(last.utf8) { continue }
+            seen.insert(name)
+            if let state = cache.records[name]?.state { result.append(state) }
+        }
+        result.sort { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
+        var more = full
+        if result.count > limit {
+            result.removeLast(result.count - limit)
+            more = true
+        }
+        return (result, more)
+    }
+
+    // MARK: subscribe
+
+    private func subscribe(_ target: SubscriptionTarget, since: Int64?, id: JSONValue?, session: Session) {
+        let head = headSeq
+        do throws(ProtocolError) {
+            if case .topic = target {
+                registry.add(target, slot: session.slot)
+                metrics.subscriptions.store(registry.count, ordering: .relaxed)
+                return answer(session, id: id) { _ in }
+            }
+            var replayed: [[UInt8]]?
+            if let since { replayed = try replay(target, since: since) }
+            let snapshot: ((inout MessageWriter) -> Void)?
+            if replayed == nil {
+                snapshot = try self.snapshot(of: target)
+            } else {
+                snapshot = nil
+            }
+            registry.add(target, slot: session.slot)
+            metrics.subscriptions.store(registry.count, ordering: .relaxed)
+            answer(session, id: id, after: head) { writer in
+                writer.int("seq", head)
+                if let replayed {
+                    writer.rawArray("changes", replayed)
+                } else {
+                    snapshot?(&writer)
+                    if since != nil { writer.bool("resnapshot", true) }
+                }
+            }
+        } catch {
+            answer(session, id: id, error: error)
+        }
+    }
+
+    /// Writes the snapshot members of a subscribe reply.
+    private func snapshot(of target: SubscriptionTarget) throws(ProtocolError) -> (inout MessageWriter) -> Void {
+        switch target {
+        case .record(let name):
+            let record = try cache.record(name)
+            return { writer in
+                if let record { writer.raw("record", record.envelope()) } else { writer.null("record") }
+            }
+        case .path(let name, let path):
+            let record = try cache.record(name)
+            return { writer in
+                guard let record else { return writer.null("record") }
+                var inner = MessageWriter()
+                Self.pathEnvelope(record, path: path, value: JSONValue.object(record.data).value(at: path), into: &inner)
+                writer.raw("record", inner.finish())
+            }
+        case .list(let name):
+            let list = try cache.list(name)
+            return { writer in
+                if let list { writer.raw("list", list.envelope()) } else { writer.null("list") }
+            }
+        case .prefix(let prefix):
+            let (records, more) = try records(prefix: prefix, after: nil, limit: configuration.maxSnapshotRecords)
+            return { writer in
+                writer.rawArray("records", records.map { $0.envelope() })
+                writer.bool("more", more)
+            }
+        case .topic:
+            return { _ in }
+        }
+    }
+
+    /// The pushes `target` missed since `since`, or nil when the log no
+    /// longer reaches back that far (or the gap is too long to replay).
+    private func replay(_ target: SubscriptionTarget, since: Int64) throws(ProtocolError) -> [[UInt8]]? {
+        let floor: Int64
+        do { floor = try cache.reader.state().floorSeq } catch { throw .storage(error) }
+        guard since >= floor, since <= headSeq else { return nil }
+        let limit = configuration.maxReplayChanges + 1
+        var stored: [StoredChange]
+        do {
+            switch target {
+            case .record(let name), .path(let name, _):
+                stored = try cache.reader.changes(after: since, kind: .record, name: name, limit: limit)
+            case .list(let name):
+                stored = try cache.reader.changes(after: since, kind: .list, name: name, limit: limit)
+            case .prefix(let prefix):
+                stored = try cache.reader.changes(after: since, prefix: prefix, limit: limit)
+            case .topic:
+                stored = []
+            }
+        } catch {
+            throw .storage(error)
+        }
+        guard stored.count < limit else { return nil }
+        var pushes: [[UInt8]] = []
+        var last = since
+        for change in stored {
+            last = max(last, change.seq)
+            if case .path(_, let path) = target, !Self.storedChange(change.message, concerns: path) { continue }
+            pushes.append(change.message)
+        }
+        for change in uncommitted where change.seq > last && Self.matches(target, change) {
+            pushes.append(change.push)
+        }
+        guard pushes.count < limit else { return nil }
+        return pushes
+    }
+
+    /// Whether a pending change concerns `target`.
+    static func matches(_ target: SubscriptionTarget, _ change: Change) -> Bool {
+        switch (target, change.target) {
+        case (.list(let name), .list): return name == change.name
+        case (.path(let name, let path), .record(let before, let after, let scope)):
+            return name == change.name && SubscriptionRegistry.concerns(path: path, before: before, after: after, scope: scope)
+        case (_, .record): return SubscriptionRegistry.matches(target, recordNamed: change.name)
+        case (_, .list): return false
+        }
+    }
+
+    /// For replays from the log: a path change concerns a path subscriber
+    /// when the paths overlap; whole-record changes are always included.
+    static func storedChange(_ message: [UInt8], concerns path: RecordPath) -> Bool {
+        guard case .object(let push)? = try? JSONValue.parse(message),
+              case .string(let text)? = push["path"],
+              let changed = try? RecordPath(parsing: text) else { return true }
+        return changed.overlaps(path)
+    }
+
+    // MARK: writes
+
+    struct WriteResult {
+        var seq: Int64
+        var reply: JSONObject
+        var changes: [Change]
+    }
+
+    /// Applies writes (idempotently when keyed), queues their store unit and
+    /// pushes. The caller answers after `seq` is committed.
+    func write(_ writes: [Write], atomic: Bool, key: String?) -> Result<WriteResult, ProtocolError> {
+        if let key {
+            switch priorReply(for: key) {
+            case .success(let prior?): return .success(WriteResult(seq: prior.seq, reply: prior.reply, changes: []))
+            case .success(nil): break
+            case .failure(let error): return .failure(error)
+            }
+        }
+        let now = configuration.clock()
+        let changes: [Change]
+        do { changes = try engine.apply(writes, atomic: atomic, to: &cache, firstSeq: headSeq + 1, now: now) } catch {
+            return .failure(error)
+        }
+        let last = changes.last!.seq
+        headSeq = last
+        metrics.headSeq.store(Int(last), ordering: .relaxed)
+        metrics.changes.add(changes.count, ordering: .relaxed)
+        var reply: JSONObject
+        if atomic {
+            reply = ["seq": .number(JSONNumber(last)), "results": .array(changes.map { .object($0.reply) })]
+        } else {
+            reply = changes[0].reply
+        }
+        var mutations: [StoreMutation] = []
+        var stored: [StoredChange] = []
+        mutations.reserveCapacity(changes.count)
+        stored.reserveCapacity(changes.count)
+        for change in changes {
+            cache.apply(change)
+            uncommitted.append(change)
+            switch change.target {
+            case .record(_, let after, _):
+                mutations.append(after.map { .putRecord($0.stored) } ?? .deleteRecord(change.name))
+                stored.append(StoredChange(seq: change.seq, time: now, kind: .record, name: change.name, message: change.push))
+            case .list(_, let after):
+                mutations.append(after.map { .putList($0.stored) } ?? .deleteList(change.name))
+                stored.append(StoredChange(seq: change.seq, time: now, kind: .list, name: change.name, message: change.push))
+            }
+        }
+        var idempotency: StoredIdempotency?
+        if let key {
+            let bytes = JSONValue.object(reply).serialized()
+            recentKeys[key] = (last, bytes)
+            idempotency = StoredIdempotency(key: key, seq: last, time: now, response: bytes)
+        }
+        emitUnit(StoreUnit(mutations: mutations, changes: stored, idempotency: idempotency, token: UInt64(last)))
+        return .success(WriteResult(seq: last, reply: reply, changes: changes))
+    }
+
+    /// Pushes of `changes`, queued after their replies by the caller.
+    func fanOut(_ changes: [Change]) {
+        for change in changes {
+            slotScratch.removeAll(keepingCapacity: true)
+            registry.subscribers(of: change, into: &slotScratch)
+            guard !slotScratch.isEmpty else { continue }
+            let targets = slotScratch.compactMap { sessions[$0] }
+            emit(.fanout(SharedFrame(.text, change.push), targets, isEvent: false), after: change.seq)
+        }
+    }
+
+    private func priorReply(for key: String) -> Result<(seq: Int64, reply: JSONObject)?, ProtocolError> {
+        var found = recentKeys[key]
+        if found == nil {
+            do {
+                if let row = try cache.reader.idempotency(key) { found = (row.seq, row.response) }
+            } catch {
+                return .failure(.storage(error))
+            }
+        }
+        guard let found else { return .success(nil) }
+        guard case .object(let reply)? = try? JSONValue.parse(found.reply) else {
+            return .failure(ProtocolError(.storageFailed, "the stored reply for idempotency key \"\(key)\" is damaged"))
+        }
+        return .success((found.seq, reply))
+    }
+
+    // MARK: events
+
+    /// Sends an event to the topic's subscribers; `replyFirst` queues the
+    /// publisher's answer ahead of the deliveries. Returns the count.
+    @discardableResult
+    func publish(topic: String, data: JSONValue, replyFirst: (Int) -> Void) -> Int {
+        let slots = registry.subscribers(ofTopic: topic)
+        replyFirst(slots.count)
+        metrics.events.add(1, ordering: .relaxed)
+        guard !slots.isEmpty else { return 0 }
+        var writer = MessageWriter()
+        writer.string("op", "event")
+        writer.string("topic", topic)
+        writer.value("data", data)
+        let targets = slots.compactMap { sessions[$0] }
+        emit(.fanout(SharedFrame(.text, writer.finish()), targets, isEvent: true), after: 0)
+        return slots.count
+    }
+}

@@ -1,0 +1,301 @@
+import Foundation
+@preconcurrency import Glibc
+import Synchronization
+import TallyEngine
+import TallyHTTP
+import TallyNet
+import TallyProtocol
+import TallyStore
+import TallyWebSocket
+
+/// Settings of the sync engine, frozen at start.
+public struct CoreConfiguration: Sendable {
+    public var limits = EngineLimits()
+    /// Records and lists kept in memory beyond the uncommitted ones.
+    public var cacheCapacity = 200_000
+    /// Most records in a prefix subscription's snapshot.
+    public var maxSnapshotRecords = 10_000
+    /// Most changes a resume replays; beyond that the client resnapshots.
+    public var maxReplayChanges = 10_000
+    public var serverName = "tally/0.3.0"
+    /// Milliseconds since the epoch; injectable for tests.
+    public var clock: @Sendable () -> Int64 = HubCore.wallClockMillis
+
+    public init() {}
+}
+
+/// The hub's single writer: one thread owns the engine state, the
+/// subscription registry and the change sequence.
+///
+/// Loops parse requests and post them here; the core applies a whole batch
+/// of what arrived, hands the resulting store units to the group-commit
+/// writer, and queues every reply and push in one FIFO tagged with the seq it
+/// depends on. When the writer reports a commit, the FIFO releases
+/// everything up to that seq, in order — so a write is acknowledged and
+/// pushed only once durable, and each connection receives messages in the
+/// order the core produced them.
+public final class HubCore: @unchecked Sendable {
+    enum Input {
+        case open(Session)
+        case request(Session, Request)
+        case refused(Session, id: JSONValue?, ProtocolError)
+        case close(Session)
+        case rest(RESTCall)
+        case committed(CommitOutcome)
+        case stop(@Sendable () -> Void)
+    }
+
+    enum Output {
+        case reply(Session, [UInt8])
+        case fanout(SharedFrame, [Session], isEvent: Bool)
+        case http(HTTPResponder, HTTPResponse)
+    }
+
+    enum Delivery: Sendable {
+        case text(Session, [UInt8])
+        case frame(Session, SharedFrame)
+    }
+
+    private let mailbox = CoreMailbox<Input>()
+    private let sessionCounter = Atomic<Int>(0)
+    let store: any Store
+    let configuration: CoreConfiguration
+    let metrics = HubMetrics()
+    let logger: Logger
+
+    // Core thread only, from here on.
+    let engine: Engine
+    var cache: StateCache
+    var registry = SubscriptionRegistry()
+    var sessions: [Session?] = []
+    /// Highest seq assigned / committed.
+    var headSeq: Int64
+    var committedSeq: Int64
+    /// Accepted changes not yet committed, in seq order (for resume replays).
+    var uncommitted: [Change] = []
+    /// Idempotency keys of recent writes: the reply members and their seq.
+    var recentKeys: [String: (seq: Int64, reply: [UInt8])] = [:]
+    private var units: [StoreUnit] = []
+    private var held: [(seq: Int64, output: Output)] = []
+    private var heldHead = 0
+    private var deliveries: [Int: (loop: EventLoop, items: [Delivery])] = [:]
+    var slotScratch: [Int] = []
+
+    public init(store: any Store, configuration: CoreConfiguration, logger: Logger) throws(StoreError) {
+        self.store = store
+        self.configuration = configuration
+        self.logger = logger
+        self.engine = Engine(limits: configuration.limits)
+        let reader = try store.makeReader()
+        let state = try reader.state()
+        headSeq = state.headSeq
+        committedSeq = state.headSeq
+        cache = StateCache(reader: reader, capacity: configuration.cacheCapacity)
+        metrics.headSeq.store(Int(headSeq), ordering: .relaxed)
+        metrics.committedSeq.store(Int(headSeq), ordering: .relaxed)
+        metrics.floorSeq.store(Int(state.floorSeq), ordering: .relaxed)
+    }
+
+    /// Starts the store writer and the core thread.
+    public func start() {
+        store.start { [mailbox] outcome in mailbox.post(.committed(outcome)) }
+        let box = UncheckedSendable(self)
+        let thread = Thread { box.value.run() }
+        thread.name = "tally-core"
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    /// Stops after the work already posted; commits what is queued and closes
+    /// the store. Blocks until done.
+    public func stop() {
+        let done = DispatchSemaphoreLike()
+        mailbox.post(.stop { done.signal() })
+        done.wait()
+    }
+
+    func post(_ input: Input) { mailbox.post(input) }
+
+    func nextSessionID() -> Int { sessionCounter.add(1, ordering: .relaxed).newValue }
+
+    public static let wallClockMillis: @Sendable () -> Int64 = {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    // MARK: The loop
+
+    private func run() {
+        var spare: [Input] = []
+        var stopped: (@Sendable () -> Void)?
+        while stopped == nil {
+            let batch = mailbox.takeAll(reusing: &spare)
+            for input in batch {
+                switch input {
+                case .open(let session): open(session)
+                case .request(let session, let request): handle(request, from: session)
+                case .refused(let session, let id, let error): answer(session, id: id, error: error)
+                case .close(let session): close(session)
+                case .rest(let call): handle(call)
+                case .committed(let outcome): committed(outcome)
+                case .stop(let done): stopped = done
+                }
+            }
+            for unit in units { store.submit(unit) }
+            units.removeAll(keepingCapacity: true)
+            release()
+        }
+        store.close()
+        stopped?()
+    }
+
+    private func open(_ session: Session) {
+        session.slot = registry.makeSubscriber()
+        if session.slot == sessions.count { sessions.append(session) } else { sessions[session.slot] = session }
+        metrics.sessions.add(1, ordering: .relaxed)
+    }
+
+    private func close(_ session: Session) {
+        guard session.slot >= 0 else { return }
+        registry.releaseSubscriber(session.slot)
+        sessions[session.slot] = nil
+        session.slot = -1
+        metrics.sessions.subtract(1, ordering: .relaxed)
+        metrics.subscriptions.store(registry.count, ordering: .relaxed)
+    }
+
+    private func committed(_ outcome: CommitOutcome) {
+        if let error = outcome.error {
+            // The in-memory state already holds changes the store refused; the
+            // only state that can be trusted is the file. Clients resume.
+            logger.error("store.commit_failed", ["error": "\(error)"])
+            exit(70)
+        }
+        guard outcome.lastSeq > committedSeq else { return }
+        committedSeq = outcome.lastSeq
+        cache.committed(through: committedSeq)
+        let done = uncommitted.prefix { $0.seq <= committedSeq }.count
+        uncommitted.removeFirst(done)
+        if recentKeys.count > 100_000 { recentKeys = recentKeys.filter { $0.value.seq > committedSeq } }
+        metrics.recordCommit(nanos: outcome.durationNanos, units: outcome.tokens.count)
+        metrics.committedSeq.store(Int(committedSeq), ordering: .relaxed)
+    }
+
+    // MARK: Outputs
+
+    /// Queues `output`, to leave once `seq` is committed.
+    func emit(_ output: Output, after seq: Int64) {
+        held.append((seq, output))
+    }
+
+    func emitUnit(_ unit: StoreUnit) { units.append(unit) }
+
+    /// Sends every held output whose commit happened, in order, batching
+    /// deliveries per loop: one task per loop per batch.
+    private func release() {
+        while heldHead < held.count, held[heldHead].seq <= committedSeq {
+            deliver(held[heldHead].output)
+            heldHead += 1
+        }
+        if heldHead == held.count {
+            held.removeAll(keepingCapacity: true)
+            heldHead = 0
+        } else if heldHead > 1024, heldHead * 2 > held.count {
+            held.removeFirst(heldHead)
+            heldHead = 0
+        }
+        metrics.heldOutputs.store(held.count - heldHead, ordering: .relaxed)
+        for (id, batch) in deliveries where !batch.items.isEmpty {
+            let items = batch.items
+            batch.loop.execute {
+                for item in items {
+                    switch item {
+                    case .text(let session, let bytes): session.socket.send(.text, bytes)
+                    case .frame(let session, let frame): session.socket.send(frame)
+                    }
+                }
+            }
+            deliveries[id]!.items.removeAll(keepingCapacity: true)
+        }
+    }
+
+    private func deliver(_ output: Output) {
+        switch output {
+        case .reply(let session, let bytes):
+            queue(.text(session, bytes), on: session.loop)
+        case .fanout(let frame, let targets, let isEvent):
+            for session in targets { queue(.frame(session, frame), on: session.loop) }
+            if isEvent {
+                metrics.eventDeliveries.add(targets.count, ordering: .relaxed)
+            } else {
+                metrics.pushes.add(targets.count, ordering: .relaxed)
+            }
+        case .http(let responder, let response):
+            responder.respond(response)
+        }
+    }
+
+    private func queue(_ delivery: Delivery, on loop: EventLoop) {
+        if deliveries[loop.id] == nil { deliveries[loop.id] = (loop, []) }
+        deliveries[loop.id]!.items.append(delivery)
+    }
+
+    // MARK: Answers
+
+    /// `{"id":…,"ok":true,…}` where the members after `ok` come from `body`.
+    func answer(_ session: Session, id: JSONValue?, after seq: Int64 = 0, body: (inout MessageWriter) -> Void) {
+        var writer = MessageWriter()
+        if let id { writer.value("id", id) }
+        writer.bool("ok", true)
+        body(&writer)
+        metrics.requests.add(1, ordering: .relaxed)
+        emit(.reply(session, writer.finish()), after: seq)
+    }
+
+    func answer(_ session: Session, id: JSONValue?, error: ProtocolError) {
+        var writer = MessageWriter()
+        if let id { writer.value("id", id) }
+        writer.bool("ok", false)
+        writer.value("error", error.json)
+        metrics.requests.add(1, ordering: .relaxed)
+        metrics.requestErrors.add(1, ordering: .relaxed)
+        emit(.reply(session, writer.finish()), after: 0)
+    }
+}
+
+/// Carries a non-Sendable value to another thread that becomes its only user.
+struct UncheckedSendable<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+/// A one-shot wait built on a pthread mutex and condition.
+final class DispatchSemaphoreLike: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    private var condition = pthread_cond_t()
+    private var signalled = false
+
+    init() {
+        pthread_mutex_init(&mutex, nil)
+        pthread_cond_init(&condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(&condition)
+        pthread_mutex_destroy(&mutex)
+    }
+
+    func signal() {
+        pthread_mutex_lock(&mutex)
+        signalled = true
+        pthread_cond_broadcast(&condition)
+        pthread_mutex_unlock(&mutex)
+    }
+
+    func wait() {
+        pthread_mutex_lock(&mutex)
+        while !signalled { pthread_cond_wait(&condition, &mutex) }
+        pthread_mutex_unlock(&mutex)
+    }
+}

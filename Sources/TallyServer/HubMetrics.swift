@@ -1,0 +1,71 @@
+import Synchronization
+import TallyNet
+
+/// The sync engine's figures for `/metrics`, written by the core and store
+/// threads and read by whichever loop serves the scrape.
+final class HubMetrics: Sendable {
+    let sessions = Atomic<Int>(0)
+    let subscriptions = Atomic<Int>(0)
+    let requests = Atomic<Int>(0)
+    let requestErrors = Atomic<Int>(0)
+    let changes = Atomic<Int>(0)
+    let pushes = Atomic<Int>(0)
+    let events = Atomic<Int>(0)
+    let eventDeliveries = Atomic<Int>(0)
+    let commits = Atomic<Int>(0)
+    let committedUnits = Atomic<Int>(0)
+    let commitNanos = Atomic<Int>(0)
+    let headSeq = Atomic<Int>(0)
+    let committedSeq = Atomic<Int>(0)
+    let floorSeq = Atomic<Int>(0)
+    let heldOutputs = Atomic<Int>(0)
+    /// Commit latency histogram, seconds (Prometheus `le` buckets).
+    static let bucketBounds: [Double] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1]
+    private let buckets = Locked<[Int]>(Array(repeating: 0, count: 11))
+
+    func recordCommit(nanos: UInt64, units: Int) {
+        commits.add(1, ordering: .relaxed)
+        committedUnits.add(units, ordering: .relaxed)
+        commitNanos.add(Int(nanos), ordering: .relaxed)
+        let seconds = Double(nanos) / 1e9
+        let index = Self.bucketBounds.firstIndex { seconds <= $0 } ?? Self.bucketBounds.count
+        buckets.withLock { $0[index] += 1 }
+    }
+
+    var prometheusText: String {
+        func value(_ atomic: borrowing Atomic<Int>) -> Int { atomic.load(ordering: .relaxed) }
+        var text = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ number: Int) {
+            text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(number)\n"
+        }
+        metric("tally_sessions", "gauge", "Open sync protocol connections.", value(sessions))
+        metric("tally_subscriptions", "gauge", "Active subscriptions (records, paths, lists, prefixes, topics).", value(subscriptions))
+        metric("tally_requests_total", "counter", "Client requests handled (WebSocket and REST).", value(requests))
+        metric("tally_request_errors_total", "counter", "Requests answered with an error.", value(requestErrors))
+        metric("tally_changes_total", "counter", "Accepted changes (records and lists).", value(changes))
+        metric("tally_pushes_total", "counter", "Change pushes delivered to connections.", value(pushes))
+        metric("tally_events_total", "counter", "Events published.", value(events))
+        metric("tally_event_deliveries_total", "counter", "Events delivered to connections.", value(eventDeliveries))
+        metric("tally_commits_total", "counter", "Storage transactions committed (group commits).", value(commits))
+        metric("tally_committed_writes_total", "counter", "Client writes committed.", value(committedUnits))
+        metric("tally_head_seq", "gauge", "Highest sequence number assigned.", value(headSeq))
+        metric("tally_committed_seq", "gauge", "Highest sequence number committed.", value(committedSeq))
+        metric("tally_change_log_floor_seq", "gauge", "Highest sequence number no longer kept in the change log.", value(floorSeq))
+        metric("tally_change_log_size", "gauge", "Changes kept in the change log.",
+               max(0, value(committedSeq) - value(floorSeq)))
+        metric("tally_held_outputs", "gauge", "Replies and pushes waiting for their commit.", value(heldOutputs))
+        text += "# HELP tally_commit_latency_seconds Time to commit one group of writes.\n"
+        text += "# TYPE tally_commit_latency_seconds histogram\n"
+        let counts = buckets.withLock { $0 }
+        var cumulative = 0
+        for (index, bound) in Self.bucketBounds.enumerated() {
+            cumulative += counts[index]
+            text += "tally_commit_latency_seconds_bucket{le=\"\(bound)\"} \(cumulative)\n"
+        }
+        cumulative += counts[Self.bucketBounds.count]
+        text += "tally_commit_latency_seconds_bucket{le=\"+Inf\"} \(cumulative)\n"
+        text += "tally_commit_latency_seconds_sum \(Double(value(commitNanos)) / 1e9)\n"
+        text += "tally_commit_latency_seconds_count \(cumulative)\n"
+        return text
+    }
+}

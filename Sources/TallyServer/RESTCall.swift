@@ -1,0 +1,132 @@
+import Foundation
+import TallyHTTP
+import TallyNet
+import TallyProtocol
+
+/// A REST request turned into a sync operation on the loop thread, answered
+/// by the core once the operation's effects are committed.
+struct RESTCall: Sendable {
+    enum Operation: Sendable {
+        case getRecord(String)
+        case records(prefix: String, after: String?, limit: Int)
+        /// PUT, PATCH and DELETE of a record; answers with the envelope.
+        case writeRecord(Write, key: String?, ifMatch: Bool)
+        case getList(String)
+        case writeList(Write, key: String?)
+        case changes(since: Int64, limit: Int)
+        case publish(topic: String, data: JSONValue)
+    }
+
+    let operation: Operation
+    let responder: HTTPResponder
+}
+
+/// The REST face of PROTOCOL.md ("REST"): parsing requests into operations
+/// and errors into responses.
+enum REST {
+    /// The HTTP status of a protocol error.
+    static func status(for error: ProtocolError, ifMatch: Bool = false) -> HTTPStatus {
+        switch error.code {
+        case .notFound: .notFound
+        case .conflict: ifMatch ? .preconditionFailed : .conflict
+        case .notANumber: .conflict
+        case .tooLarge: .payloadTooLarge
+        case .storageFailed, .shuttingDown: .serviceUnavailable
+        case .resnapshot: HTTPStatus(410, "Gone")
+        case .unauthorized: .unauthorized
+        case .forbidden: .forbidden
+        default: .badRequest
+        }
+    }
+
+    static func response(for error: ProtocolError, ifMatch: Bool = false) -> HTTPResponse {
+        var writer = MessageWriter()
+        writer.value("error", error.json)
+        return .json(status(for: error, ifMatch: ifMatch), writer.finish())
+    }
+
+    /// Decodes `%XX` escapes in one path part; nil when an escape is broken
+    /// or the result is not UTF-8.
+    static func percentDecoded(_ text: Substring) -> String? {
+        guard text.contains("%") else { return String(text) }
+        var bytes: [UInt8] = []
+        var utf8 = text.utf8[...]
+        while let byte = utf8.first {
+            utf8 = utf8.dropFirst()
+            guard byte == UInt8(ascii: "%") else { bytes.append(byte); continue }
+            guard utf8.count >= 2, let high = hexValue(utf8.first!), let low = hexValue(utf8.dropFirst().first!) else { return nil }
+            bytes.append(high << 4 | low)
+            utf8 = utf8.dropFirst(2)
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// Query parameters, percent-decoded (`+` is a space in forms).
+    static func query(_ request: HTTPRequest) -> [String: String] {
+        var result: [String: String] = [:]
+        for pair in (request.query ?? "").split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let key = percentDecoded(parts[0]) else { continue }
+            let raw = parts.count > 1 ? parts[1] : ""
+            result[key] = percentDecoded(Substring(raw.replacingOccurrences(of: "+", with: " "))) ?? ""
+        }
+        return result
+    }
+
+    /// A validated record or list name from a path parameter.
+    static func name(_ raw: String, field: String) throws(ProtocolError) -> String {
+        guard let name = percentDecoded(Substring(raw)) else {
+            throw ProtocolError(.badName, "\(field) has a broken %-escape", details: ["field": .string(field)])
+        }
+        try Names.validate(name, field: field)
+        return name
+    }
+
+    /// The request body as JSON.
+    static func body(_ request: HTTPRequest, limits: JSONLimits) throws(ProtocolError) -> JSONValue {
+        guard !request.body.isEmpty else {
+            throw ProtocolError(.badJSON, "the request has no body; send JSON", details: ["offset": 0])
+        }
+        do { return try JSONValue.parse(request.body, limits: limits) } catch { throw .badJSON(error) }
+    }
+
+    /// `If-Match: "N"` → N. `*` means "exists", which a version cannot say, so
+    /// it is refused rather than ignored.
+    static func ifMatch(_ request: HTTPRequest) throws(ProtocolError) -> Int64? {
+        guard let raw = request.headers.values("If-Match").first else { return nil }
+        var text = raw.trimmingCharacters(in: .whitespaces)
+        if text.hasPrefix("W/") { text.removeFirst(2) }
+        guard text.count >= 3, text.first == "\"", text.last == "\"",
+              let version = Int64(text.dropFirst().dropLast()), version >= 0 else {
+            throw ProtocolError(.badField, "If-Match must be an ETag this hub sent, such as \"3\"",
+                                details: ["field": "If-Match"])
+        }
+        return version
+    }
+
+    static func idempotencyKey(_ request: HTTPRequest) throws(ProtocolError) -> String? {
+        guard let key = request.headers.values("Idempotency-Key").first?.trimmingCharacters(in: .whitespaces) else { return nil }
+        guard !key.isEmpty, key.utf8.count <= Request.maxIdempotencyKeyBytes else {
+            throw ProtocolError(.badField, "Idempotency-Key must be 1 to \(Request.maxIdempotencyKeyBytes) bytes",
+                                details: ["field": "Idempotency-Key"])
+        }
+        return key
+    }
+
+    static func integer(_ text: String?, field: String, default value: Int64, range: ClosedRange<Int64>) throws(ProtocolError) -> Int64 {
+        guard let text else { return value }
+        guard let number = Int64(text), range.contains(number) else {
+            throw .badField(field, "\(field) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
+    }
+}

@@ -1,0 +1,96 @@
+import TallyHTTP
+import TallyProtocol
+
+/// The `/v1/…` REST routes: each parses its request into a `RESTCall`
+/// operation on the loop thread; bad input is answered there and never
+/// reaches the core.
+enum RESTRoutes {
+    static func add(to router: inout HTTPRouter<HubRoutes.Route>, limits: JSONLimits) {
+        router.add("GET", "/v1/records", .rest { request, _ throws(ProtocolError) in
+            let query = REST.query(request)
+            let prefix = query["prefix"] ?? ""
+            try Names.validatePrefix(prefix, field: "prefix")
+            let limit = try REST.integer(query["limit"], field: "limit", default: Int64(Request.maxPageSize),
+                                         range: 1...Int64(Request.maxPageSize))
+            return .records(prefix: prefix, after: query["after"], limit: Int(limit))
+        })
+        router.add("GET", "/v1/records/{name...}", .rest { _, parameters throws(ProtocolError) in
+            .getRecord(try REST.name(parameters["name"]!, field: "name"))
+        })
+        router.add("PUT", "/v1/records/{name...}", .rest { request, parameters throws(ProtocolError) in
+            let name = try REST.name(parameters["name"]!, field: "name")
+            guard case .object(let data) = try REST.body(request, limits: limits) else {
+                throw ProtocolError.badField("data", "the body of a PUT is the record's data: a JSON object")
+            }
+            let base = try REST.ifMatch(request)
+            return .writeRecord(Write(name: name, action: .set(data), baseVersion: base),
+                                key: try REST.idempotencyKey(request), ifMatch: base != nil)
+        })
+        router.add("PATCH", "/v1/records/{name...}", .rest { request, parameters throws(ProtocolError) in
+            let name = try REST.name(parameters["name"]!, field: "name")
+            guard case .object(let patch) = try REST.body(request, limits: limits) else {
+                throw ProtocolError.badField("data", "the body of a PATCH is a JSON merge patch (RFC 7396): a JSON object")
+            }
+            let base = try REST.ifMatch(request)
+            return .writeRecord(Write(name: name, action: .merge(patch), baseVersion: base),
+                                key: try REST.idempotencyKey(request), ifMatch: base != nil)
+        })
+        router.add("DELETE", "/v1/records/{name...}", .rest { request, parameters throws(ProtocolError) in
+            let name = try REST.name(parameters["name"]!, field: "name")
+            let base = try REST.ifMatch(request)
+            return .writeRecord(Write(name: name, action: .delete, baseVersion: base),
+                                key: try REST.idempotencyKey(request), ifMatch: base != nil)
+        })
+        // List names may contain slashes, so the list routes split the rest
+        // of the path themselves at the first `entries` segment.
+        router.add("GET", "/v1/lists/{rest...}", .rest { _, parameters throws(ProtocolError) in
+            .getList(try REST.name(parameters["rest"]!, field: "list"))
+        })
+        router.add("POST", "/v1/lists/{rest...}", .rest { request, parameters throws(ProtocolError) in
+            let (list, entry) = try listAndEntry(parameters["rest"]!)
+            guard entry == nil, let list else {
+                throw ProtocolError(.badName, "POST to /v1/lists/NAME/entries with the entry as a JSON string",
+                                    details: ["field": "list"])
+            }
+            guard case .string(let added) = try REST.body(request, limits: limits) else {
+                throw ProtocolError.badField("entry", "the body is the entry to add: a JSON string such as \"orders/42\"")
+            }
+            try Names.validate(added, field: "entry")
+            let query = REST.query(request)
+            let at = try query["at"].map { text throws(ProtocolError) in
+                Int(try REST.integer(text, field: "at", default: 0, range: 0...Int64(RecordPath.maxIndex)))
+            }
+            return .writeList(Write(name: list, action: .addEntry(added, at: at)), key: try REST.idempotencyKey(request))
+        })
+        router.add("DELETE", "/v1/lists/{rest...}", .rest { request, parameters throws(ProtocolError) in
+            let (list, entry) = try listAndEntry(parameters["rest"]!)
+            guard let list, let entry else {
+                throw ProtocolError(.badName, "DELETE /v1/lists/NAME/entries/ENTRY removes one entry",
+                                    details: ["field": "entry"])
+            }
+            return .writeList(Write(name: list, action: .removeEntry(entry, at: nil)), key: try REST.idempotencyKey(request))
+        })
+        router.add("GET", "/v1/changes", .rest { request, _ throws(ProtocolError) in
+            let query = REST.query(request)
+            guard let sinceText = query["since"] else {
+                throw .badField("since", "give since=N: the last seq you have (0 for everything)")
+            }
+            let since = try REST.integer(sinceText, field: "since", default: 0, range: 0...Int64.max)
+            let limit = try REST.integer(query["limit"], field: "limit", default: 1000, range: 1...10_000)
+            return .changes(since: since, limit: Int(limit))
+        })
+        router.add("POST", "/v1/events/{topic...}", .rest { request, parameters throws(ProtocolError) in
+            .publish(topic: try REST.name(parameters["topic"]!, field: "topic"), data: try REST.body(request, limits: limits))
+        })
+    }
+
+    /// `orders/entries/orders/42` → ("orders", "orders/42"); `orders/entries` → ("orders", nil).
+    static func listAndEntry(_ rest: String) throws(ProtocolError) -> (String?, String?) {
+        let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
+        guard let marker = parts.firstIndex(of: "entries"), marker > 0 else { return (nil, nil) }
+        let list = try REST.name(parts[..<marker].joined(separator: "/"), field: "list")
+        let entryParts = parts[(marker + 1)...]
+        guard !entryParts.isEmpty else { return (list, nil) }
+        return (list, try REST.name(entryParts.joined(separator: "/"), field: "entry"))
+    }
+}

@@ -1,0 +1,68 @@
+import TallyNet
+import TallyProtocol
+import TallyWebSocket
+
+/// One client connection as the hub core knows it. `socket` belongs to the
+/// connection's loop thread; everything else is touched only by the core
+/// thread, which is why the class can cross threads.
+final class Session: @unchecked Sendable {
+    let socket: WebSocket
+    let loop: EventLoop
+    let id: Int
+
+    // Core thread only.
+    var slot = -1
+    var saidHello = false
+    var since: Int64?
+    var client: String?
+
+    init(socket: WebSocket, id: Int) {
+        self.socket = socket
+        self.loop = socket.loop
+        self.id = id
+    }
+}
+
+/// The `/v1/ws` handler: parses and decodes frames on the loop thread (so
+/// both cores parse in parallel) and hands requests to the core in order.
+final class SyncHandler: WebSocketHandler {
+    private let core: HubCore
+    private let limits: JSONLimits
+    private var session: Session?
+
+    init(core: HubCore, limits: JSONLimits) {
+        self.core = core
+        self.limits = limits
+    }
+
+    func webSocketDidOpen(_ socket: WebSocket) {
+        let session = Session(socket: socket, id: core.nextSessionID())
+        self.session = session
+        core.post(.open(session))
+    }
+
+    func webSocket(_ socket: WebSocket, didReceive kind: WebSocketMessageKind, _ payload: [UInt8]) {
+        guard let session else { return }
+        guard kind == .text else {
+            return core.post(.refused(session, id: nil, ProtocolError(.binaryNotSupported,
+                "binary frames are not part of the protocol; send JSON in text frames")))
+        }
+        let message: JSONValue
+        do {
+            message = try JSONValue.parse(payload, limits: limits)
+        } catch {
+            return core.post(.refused(session, id: nil, .badJSON(error)))
+        }
+        do {
+            core.post(.request(session, try Request.decode(message)))
+        } catch {
+            core.post(.refused(session, id: Request.id(of: message), error))
+        }
+    }
+
+    func webSocketDidClose(_ socket: WebSocket, code: WebSocketCloseCode, reason: String) {
+        guard let session else { return }
+        self.session = nil
+        core.post(.close(session))
+    }
+}

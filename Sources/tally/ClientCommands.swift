@@ -1,0 +1,331 @@
+@preconcurrency import Glibc
+import TallyNet
+import TallyProtocol
+
+/// `tally get|set|del|watch|list|emit|on`: the hub's operations from the shell.
+enum ClientCommands {
+    static let commonOptions = """
+    Common options:
+      --server URL   the hub (default $TALLY_URL, else ws://127.0.0.1:8080)
+      --json         machine-readable output (one JSON object per line)
+    """
+
+    static let helps: [String: String] = [
+        "get": "Usage: tally get NAME [--path P] [--json]\n\nPrints the record's data (or the value at --path). With --json: {\"name\",\"version\",\"seq\",\"data\"}.",
+        "set": "Usage: tally set NAME [PATH] VALUE [--if-version N] [--idem KEY] [--json]\n\nSets the whole record (VALUE is a JSON object) or the value at PATH (dot and\nbracket syntax: items[2].qty). VALUE is JSON; a bare word is taken as a string.\n  --if-version N   refuse unless the record is at version N (0: must not exist)\n  --idem KEY       idempotency key: a retry with the same key applies once",
+        "del": "Usage: tally del NAME [PATH] [--if-version N] [--idem KEY] [--json]\n\nDeletes the record, or the value at PATH.",
+        "watch": "Usage: tally watch NAME|PREFIX/ [--path P] [--since SEQ] [--json]\n\nPrints each change to a record (or to every record under a prefix ending in\n'/') until interrupted; reconnects and resumes after a lost connection.\n  --path P     only changes under this path of the record\n  --since SEQ  first replay the changes after SEQ",
+        "list": "Usage: tally list show|add|remove LIST [ENTRY] [--at I] [--json]\n\nShows a list's entries, adds an entry (at index I, default the end), or\nremoves an entry (every occurrence, or the one at --at).",
+        "emit": "Usage: tally emit TOPIC JSON\n\nPublishes an event (not stored) to the topic's subscribers.",
+        "on": "Usage: tally on TOPIC [--json]\n\nPrints each event published to TOPIC until interrupted.",
+    ]
+
+    static func run(_ command: String, _ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+        let a = try Arguments(args, command: command,
+                              valued: ["server", "path", "since", "if-version", "idem", "at"],
+                              flags: ["json", "help"])
+        if a.flag("help") {
+            print(helps[command]! + "\n\n" + commonOptions)
+            return 0
+        }
+        let group: EventLoopGroup
+        do { group = try EventLoopGroup(threads: 1) } catch {
+            printError("cannot start: \(error)")
+            return 1
+        }
+        defer { group.shutdown() }
+        let context = Context(arguments: a, loop: group.next())
+        do {
+            switch command {
+            case "get": try get(context)
+            case "set": try set(context)
+            case "del": try del(context)
+            case "watch": try watch(context)
+            case "list": try list(context)
+            case "emit": try emit(context)
+            case "on": try on(context)
+            default: throw UsageError(message: "unknown command '\(command)'")
+            }
+            return 0
+        } catch let error as UsageError {
+            throw error
+        } catch let error as ProtocolError {
+            printError("\(error.message)\nRun 'tally \(command) --help' for usage.")
+            return 2
+        } catch let error as CLIError {
+            printError(error.message)
+            return 1
+        } catch {
+            printError("\(error)")
+            return 1
+        }
+    }
+
+    struct Context {
+        let arguments: Arguments
+        let loop: EventLoop
+        var json: Bool { arguments.flag("json") }
+        func connect() throws(CLIError) -> HubClient { try HubClient(server: arguments.string("server"), loop: loop) }
+    }
+
+    // MARK: Commands
+
+    static func get(_ c: Context) throws -> Void {
+        let p = c.arguments.positionals
+        guard p.count == 1 else { throw UsageError(message: "get needs exactly one record name") }
+        try Names.validate(p[0], field: "NAME")
+        var message: JSONObject = ["op": "get", "name": .string(p[0])]
+        if let path = c.arguments.string("path") { message["path"] = .string(path) }
+        let client = try c.connect()
+        defer { client.close() }
+        var reply = try client.request(message)
+        reply["id"] = nil
+        reply["ok"] = nil
+        if c.json {
+            output(.object(reply))
+        } else {
+            output(reply["path"] != nil ? reply["value"] ?? .null : reply["data"] ?? .null, pretty: true)
+        }
+    }
+
+    static func set(_ c: Context) throws -> Void {
+        let p = c.arguments.positionals
+        guard p.count == 2 || p.count == 3 else {
+            throw UsageError(message: "set needs NAME [PATH] VALUE, e.g. tally set orders/42 stage ready")
+        }
+        try Names.validate(p[0], field: "NAME")
+        var message: JSONObject = ["op": "set", "name": .string(p[0])]
+        let value = parseValue(p[p.count - 1])
+        if p.count == 3 {
+            message["path"] = .string(p[1])
+            message["value"] = value
+        } else {
+            guard case .object = value else {
+                throw UsageError(message: "a whole record is a JSON object, e.g. '{\"stage\":\"ready\"}'; to set one field give a PATH")
+            }
+            message["data"] = value
+        }
+        try writeOptions(c, into: &message)
+        try write(c, message)
+    }
+
+    static func del(_ c: Context) throws -> Void {
+        let p = c.arguments.positionals
+        guard p.count == 1 || p.count == 2 else { throw UsageError(message: "del needs NAME [PATH]") }
+        try Names.validate(p[0], field: "NAME")
+        var message: JSONObject = ["op": "delete", "name": .string(p[0])]
+        if p.count == 2 { message["path"] = .string(p[1]) }
+        try writeOptions(c, into: &message)
+        try write(c, message)
+    }
+
+    private static func writeOptions(_ c: Context, into message: inout JSONObject) throws(UsageError) {
+        if let text = c.arguments.string("if-version") {
+            guard let version = Int64(text), version >= 0 else {
+                throw UsageError(message: "--if-version must be a version number (0: must not exist), not '\(text)'")
+            }
+            message["version"] = .number(JSONNumber(version))
+        }
+        if let key = c.arguments.string("idem") { message["idem"] = .string(key) }
+    }
+
+    private static func write(_ c: Context, _ message: JSONObject) throws {
+        let client = try c.connect()
+        defer { client.close() }
+        var reply = try client.request(message)
+        reply["id"] = nil
+        reply["ok"] = nil
+        if c.json {
+            output(.object(reply))
+        } else {
+            let name = reply["name"]?.stringValue ?? reply["list"]?.stringValue ?? ""
+            let version = reply["version"].map { "\($0)" } ?? "?"
+            let seq = reply["seq"].map { "\($0)" } ?? "?"
+            print("\(name) version \(version) (seq \(seq))")
+        }
+    }
+
+    static func watch(_ c: Context) throws -> Void {
+        let p = c.arguments.positionals
+        guard p.count == 1 else { throw UsageError(message: "watch needs one NAME, or a PREFIX ending in '/'") }
+        let target = p[0]
+        var subscribe: JSONObject = ["op": "subscribe"]
+        if target.hasSuffix("/") || target.isEmpty {
+            try Names.validatePrefix(target, field: "PREFIX")
+            guard c.arguments.string("path") == nil else { throw UsageError(message: "--path goes with a record name, not a prefix") }
+            subscribe["prefix"] = .string(target)
+        } else {
+            try Names.validate(target, field: "NAME")
+            subscribe["name"] = .string(target)
+            if let path = c.arguments.string("path") { subscribe["path"] = .string(path) }
+        }
+        var since: Int64?
+        if let text = c.arguments.string("since") {
+            guard let value = Int64(text), value >= 0 else { throw UsageError(message: "--since must be a sequence number") }
+            since = value
+        }
+        var firstAttempt = true
+        while true {
+            let client: HubClient
+            do {
+                client = try c.connect()
+            } catch {
+                if firstAttempt { throw error }
+                sleep(1)
+                continue
+            }
+            var message = subscribe
+            if let since { message["since"] = .number(JSONNumber(since)) }
+            let reply = try client.request(message)
+            if !firstAttempt { fputs("tally: reconnected to \(client.url)\n", stderr) }
+            firstAttempt = false
+            if case .array(let replayed)? = reply["changes"] {
+                for change in replayed { if let object = change.objectValue { show(change: object, c, &since) } }
+            } else if !c.json {
+                showSnapshot(reply)
+            }
+            if since == nil, case .number(let seq)? = reply["seq"] { since = seq.int64Value }
+            do {
+                while true {
+                    guard let push = try client.nextPush(timeoutMillis: 60_000) else { continue }
+                    show(change: push, c, &since)
+                }
+            } catch {
+                fputs("tally: \(error.message); reconnecting…\n", stderr)
+                sleep(1)
+            }
+        }
+    }
+
+    private static func showSnapshot(_ reply: JSONObject) {
+        if case .object(let record)? = reply["record"] {
+            print("current \(record["name"]?.stringValue ?? "") v\(record["version"].map { "\($0)" } ?? "?"): \((record["data"] ?? record["value"] ?? .null).serializedString)")
+        } else if case .array(let records)? = reply["records"] {
+            for case .object(let record) in records {
+                print("current \(record["name"]?.stringValue ?? "") v\(record["version"].map { "\($0)" } ?? "?"): \((record["data"] ?? .null).serializedString)")
+            }
+        }
+        fflush(stdout)
+    }
+
+    private static func show(change: JSONObject, _ c: Context, _ since: inout Int64?) {
+        if case .number(let seq)? = change["seq"], let value = seq.int64Value { since = max(since ?? 0, value) }
+        if c.json { return output(.object(change)) }
+        let name = change["name"]?.stringValue ?? change["list"]?.stringValue ?? change["topic"]?.stringValue ?? ""
+        let kind = change["kind"]?.stringValue ?? change["op"]?.stringValue ?? ""
+        var line = "\(change["seq"].map { "\($0)" } ?? "-") \(name) v\(change["version"].map { "\($0)" } ?? "-") \(kind)"
+        if let path = change["path"]?.stringValue { line += " \(path)" }
+        if let value = change["data"] ?? change["value"] ?? change["entries"] ?? change["entry"] { line += " \(value.serializedString)" }
+        print(line)
+        fflush(stdout)
+    }
+
+    static func list(_ c: Context) throws -> Void {
+        let p = c.arguments.positionals
+        guard p.count >= 2, ["show", "add", "remove"].contains(p[0]) else {
+            throw UsageError(message: "list needs show|add|remove LIST [ENTRY]")
+        }
+        try Names.validate(p[1], field: "LIST")
+        var at: Int?
+        if let text = c.arguments.string("at") {
+            guard let value = Int(text), value >= 0 else { throw UsageError(message: "--at must be an index from 0") }
+            at = value
+        }
+        let client = try c.connect()
+        defer { client.close() }
+        switch p[0] {
+        case "show":
+            guard p.count == 2 else { throw UsageError(message: "list show takes only the LIST") }
+            var reply = try client.request(["op": "get", "list": .string(p[1])])
+            reply["id"] = nil
+            reply["ok"] = nil
+            if c.json { return output(.object(reply)) }
+            for entry in reply["entries"]?.arrayValue ?? [] { print(entry.stringValue ?? entry.serializedString) }
+        default:
+            guard p.count == 3 else { throw UsageError(message: "list \(p[0]) needs LIST ENTRY") }
+            try Names.validate(p[2], field: "ENTRY")
+            var message: JSONObject = ["op": p[0] == "add" ? "addEntry" : "removeEntry",
+                                       "list": .string(p[1]), "entry": .string(p[2])]
+            if let at { message["at"] = .number(JSONNumber(at)) }
+            var reply = try client.request(message)
+            reply["id"] = nil
+            reply["ok"] = nil
+            if c.json { return output(.object(reply)) }
+            print("\(p[1]) version \(reply["version"].map { "\($0)" } ?? "?") (seq \(reply["seq"].map { "\($0)" } ?? "?"))")
+        }
+    }
+
+    static func emit(_ c: Context) throws -> Void {
+        let p = c.arguments.positionals
+        guard p.count == 2 else { throw UsageError(message: "emit needs TOPIC JSON") }
+        try Names.validate(p[0], field: "TOPIC")
+        let client = try c.connect()
+        defer { client.close() }
+        var reply = try client.request(["op": "publish", "topic": .string(p[0]), "data": parseValue(p[1])])
+        reply["id"] = nil
+        reply["ok"] = nil
+        if c.json { return output(.object(reply)) }
+        print("delivered to \(reply["delivered"].map { "\($0)" } ?? "0") subscriber(s)")
+    }
+
+    static func on(_ c: Context) throws -> Void {
+        let p = c.arguments.positionals
+        guard p.count == 1 else { throw UsageError(message: "on needs one TOPIC") }
+        try Names.validate(p[0], field: "TOPIC")
+        let client = try c.connect()
+        _ = try client.request(["op": "subscribe", "topic": .string(p[0])])
+        while true {
+            guard let event = try client.nextPush(timeoutMillis: 60_000) else { continue }
+            if c.json { output(.object(event)) } else { output(event["data"] ?? .null) }
+        }
+    }
+
+    // MARK: Helpers
+
+    /// JSON if it parses, else the text as a string ("a bare word").
+    static func parseValue(_ text: String) -> JSONValue {
+        (try? JSONValue.parse(text)) ?? .string(text)
+    }
+
+    static func output(_ value: JSONValue, pretty: Bool = false) {
+        print(pretty ? value.prettyString : value.serializedString)
+        fflush(stdout)
+    }
+}
+
+extension ProtocolError {
+    /// Names a bad CLI argument as a usage error.
+    var usage: UsageError { UsageError(message: message) }
+}
+
+extension JSONValue {
+    /// Two-space indented JSON for people.
+    var prettyString: String {
+        var out = ""
+        pretty(into: &out, indent: "")
+        return out
+    }
+
+    private func pretty(into out: inout String, indent: String) {
+        switch self {
+        case .array(let values) where !values.isEmpty:
+            out += "[\n"
+            for (index, value) in values.enumerated() {
+                out += indent + "  "
+                value.pretty(into: &out, indent: indent + "  ")
+                out += index == values.count - 1 ? "\n" : ",\n"
+            }
+            out += indent + "]"
+        case .object(let object) where !object.isEmpty:
+            out += "{\n"
+            for (index, member) in object.enumerated() {
+                out += indent + "  " + JSONValue.string(member.key).serializedString + ": "
+                member.value.pretty(into: &out, indent: indent + "  ")
+                out += index == object.count - 1 ? "\n" : ",\n"
+            }
+            out += indent + "}"
+        default:
+            out += serializedString
+        }
+    }
+}

@@ -1,0 +1,107 @@
+@preconcurrency import Glibc
+import TallyNet
+import TallyProtocol
+import TallyWebSocket
+
+/// The CLI's connection to a hub: one request at a time, pushes buffered.
+final class HubClient {
+    let url: String
+    private let socket: BlockingWebSocket
+    private var nextID = 1
+    private var pushes: [JSONObject] = []
+
+    /// `--server`, else `$TALLY_URL`, else ws://127.0.0.1:8080; http(s)://
+    /// becomes ws(s)://, and a URL without a path gets `/v1/ws`.
+    static func resolveURL(_ flag: String?) -> String {
+        var url = flag ?? getenv("TALLY_URL").map { String(cString: $0) } ?? "ws://127.0.0.1:8080"
+        if url.hasPrefix("http://") { url = "ws://" + url.dropFirst(7) }
+        if url.hasPrefix("https://") { url = "wss://" + url.dropFirst(8) }
+        let afterScheme = url.range(of: "://").map { url[$0.upperBound...] } ?? Substring(url)
+        if !afterScheme.contains("/") { url += "/v1/ws" } else if url.hasSuffix("/") && afterScheme.filter({ $0 == "/" }).count == 1 {
+            url += "v1/ws"
+        }
+        return url
+    }
+
+    init(server: String?, loop: EventLoop) throws(CLIError) {
+        url = Self.resolveURL(server)
+        var options = WebSocketOptions()
+        options.maxMessageSize = 64 << 20
+        do {
+            socket = try BlockingWebSocket(url: url, loop: loop, options: options, timeoutMillis: 5000)
+        } catch {
+            throw CLIError.unreachable(url, "\(error)")
+        }
+    }
+
+    /// Sends `message` with a fresh id and waits for its reply; pushes that
+    /// arrive first are kept for `nextPush`.
+    func request(_ message: JSONObject, timeoutMillis: Int = 30_000) throws(CLIError) -> JSONObject {
+        var message = message
+        let id = nextID
+        nextID += 1
+        message["id"] = .number(JSONNumber(id))
+        socket.send(.text, JSONValue.object(message).serialized())
+        while true {
+            let object = try receive(timeoutMillis: timeoutMillis)
+            if object["op"] != nil { pushes.append(object); continue }
+            guard object["id"] == .number(JSONNumber(id)) else { continue }
+            if object["ok"] == .bool(true) { return object }
+            throw CLIError.refused(object["error"]?.objectValue ?? [:])
+        }
+    }
+
+    /// The next push (change or event); nil when `timeoutMillis` passes.
+    func nextPush(timeoutMillis: Int) throws(CLIError) -> JSONObject? {
+        if !pushes.isEmpty { return pushes.removeFirst() }
+        do {
+            return try receive(timeoutMillis: timeoutMillis)
+        } catch .timeout {
+            return nil
+        }
+    }
+
+    private func receive(timeoutMillis: Int) throws(CLIError) -> JSONObject {
+        switch socket.receive(timeoutMillis: timeoutMillis) {
+        case nil:
+            throw .timeout
+        case .closed(let code, let reason)?:
+            throw .disconnected("the hub closed the connection (\(code.rawValue)\(reason.isEmpty ? "" : ": \(reason)"))")
+        case .message(_, let bytes)?:
+            guard case .object(let object)? = try? JSONValue.parse(bytes) else {
+                throw .disconnected("the hub sent something that is not a JSON object")
+            }
+            return object
+        }
+    }
+
+    func close() { socket.close() }
+}
+
+/// Why a client command failed; each maps to a message and exit status 1.
+enum CLIError: Error {
+    case unreachable(String, String)
+    case refused(JSONObject)
+    case disconnected(String)
+    case timeout
+
+    var message: String {
+        switch self {
+        case .unreachable(let url, let reason):
+            return "cannot reach the hub at \(url): \(reason). Is 'tally serve' running? Set --server or TALLY_URL."
+        case .refused(let error):
+            let code = error["code"]?.stringValue ?? "error"
+            let message = error["message"]?.stringValue ?? "the hub refused the request"
+            return "\(message) (\(code))"
+        case .disconnected(let reason):
+            return reason
+        case .timeout:
+            return "the hub did not answer in time"
+        }
+    }
+
+    var code: String? {
+        if case .refused(let error) = self { return error["code"]?.stringValue }
+        return nil
+    }
+}
