@@ -3,6 +3,8 @@
 The binary comes from $TALLY_BIN (default: <repo>/.build/debug/tally; build
 it with `swift build`). Servers bind 127.0.0.1 on a free port. Each server is
 stopped by the PID we started (SIGTERM, then SIGKILL after a bounded wait).
+Each server stores its data in its own temporary directory (`--data`), and
+runs with a temporary directory as its cwd, so nothing lands in the repo.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ class TallyServer:
     host: str
     port: int
     stderr_path: Path
-    args: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)  # the whole argv
+    serve_args: list[str] = field(default_factory=list)  # what the test asked for
+    data_dir: Path | None = None
     exit_code: int | None = None
 
     @property
@@ -74,16 +78,6 @@ class TallyServer:
         self.exit_code = self.process.wait(timeout)
         return self.exit_code
 
-    def send_signal(self, sig: int) -> None:
-        """Signals our process, by PID."""
-        assert self.process.poll() is None, "tally is not running"
-        os.kill(self.process.pid, sig)
-
-    def wait(self, timeout: float = STOP_TIMEOUT) -> int:
-        """Waits (bounded) for the process to exit by itself; its exit code."""
-        self.exit_code = self.process.wait(timeout)
-        return self.exit_code
-
     def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int:
         """Signals our process (by PID) and waits; SIGKILL if it hangs.
         Returns the exit code (negative: killed by that signal)."""
@@ -99,14 +93,47 @@ class TallyServer:
             self.process.stdout.close()
         return self.exit_code
 
+    def kill(self) -> int:
+        """SIGKILL by PID (a crash: nothing is flushed), then reap it."""
+        return self.stop(signal.SIGKILL)
 
-def start_tally(args: list[str], stderr_path: Path) -> TallyServer:
+
+_data_flag_supported: bool | None = None
+
+
+def data_flag_supported() -> bool:
+    """Whether this binary's `tally serve` takes --data (asked once, from
+    `tally serve --help`): the transport-only hub refuses unknown options."""
+    global _data_flag_supported
+    if _data_flag_supported is None:
+        try:
+            result = subprocess.run([str(TALLY_BIN), "serve", "--help"], stdin=subprocess.DEVNULL,
+                                    capture_output=True, timeout=START_TIMEOUT)
+            _data_flag_supported = b"--data" in result.stdout + result.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            _data_flag_supported = False
+    return _data_flag_supported
+
+
+def start_tally(args: list[str], stderr_path: Path, data_dir: Path | None = None) -> TallyServer:
+    """Starts `tally serve` on 127.0.0.1, port 0, and waits for its listening
+    line. Unless ``args`` has its own --data, the store goes to ``data_dir``
+    (default: beside ``stderr_path``), never to ./tally-data in the repo: the
+    process also runs with the stderr file's directory as its cwd."""
     if not TALLY_BIN.is_file():
         pytest.fail(f"tally binary not found at {TALLY_BIN}: run `swift build` or set TALLY_BIN")
-    argv = [str(TALLY_BIN), "serve", "--host", HOST, "--port", "0", *args]
+    serve_args = list(args)
+    if "--data" in serve_args:
+        data_dir = Path(serve_args[serve_args.index("--data") + 1])
+        extra = []
+    else:
+        data_dir = data_dir or stderr_path.with_name(stderr_path.name.removesuffix(".stderr") + ".data")
+        data_dir.mkdir(parents=True, exist_ok=True)
+        extra = ["--data", str(data_dir)] if data_flag_supported() else []
+    argv = [str(TALLY_BIN), "serve", "--host", HOST, "--port", "0", *extra, *serve_args]
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=stderr)
+                                   stderr=stderr, cwd=stderr_path.parent)
     deadline = time.monotonic() + START_TIMEOUT
     line = b""
     fd = process.stdout.fileno()
@@ -128,7 +155,8 @@ def start_tally(args: list[str], stderr_path: Path) -> TallyServer:
         pytest.fail(f"`{' '.join(argv)}` did not print the listening line within {START_TIMEOUT}s "
                     f"(got {line!r}, exit {process.returncode}); stderr:\n"
                     f"{stderr_path.read_text(errors='replace')}")
-    return TallyServer(process, match.group(1), HOST, int(match.group(2)), stderr_path, argv)
+    return TallyServer(process, match.group(1), HOST, int(match.group(2)), stderr_path, argv,
+                       serve_args, data_dir)
 
 
 @contextmanager
@@ -141,43 +169,103 @@ def tally_process(args: list[str], stderr_path: Path):
         server.stop()
 
 
+class TallyFactory:
+    """Starts servers for one test (see the `tally_factory` fixture) and
+    restarts them on the same data directory."""
+
+    def __init__(self, tmp_path: Path, request):
+        self.tmp_path = tmp_path
+        self.request = request
+        self.started: list[TallyServer] = []
+
+    def __call__(self, *args: str, tls: bool = False) -> TallyServer:
+        argv = list(args)
+        if tls:
+            cert, key = self.request.getfixturevalue("tls_cert")
+            argv += ["--tls-cert", str(cert), "--tls-key", str(key)]
+        return self._start(argv, None)
+
+    def _start(self, argv: list[str], data_dir: Path | None) -> TallyServer:
+        server = start_tally(argv, self.tmp_path / f"tally-{len(self.started)}.stderr", data_dir)
+        self.started.append(server)
+        return server
+
+    def restart(self, server: TallyServer, *, kill: bool = False) -> TallyServer:
+        """Stops ``server`` (SIGTERM, which must succeed; or SIGKILL with
+        ``kill``) and starts a new one with the same arguments on the same
+        data directory. The new one listens on a new port."""
+        if kill:
+            server.kill()
+        elif server.exit_code is None:
+            died = not server.alive()
+            code = server.stop()
+            if died or code != 0:
+                pytest.fail(f"tally {'had died' if died else 'failed to stop'} before the restart "
+                            f"(exit {code}); stderr:\n{server.stderr()[-4000:]}")
+        return self._start(server.serve_args, server.data_dir)
+
+    def finish(self) -> None:
+        problems = []
+        for server in self.started:
+            if server.exit_code is None and not server.alive():
+                problems.append((server, f"tally exited on its own with status "
+                                         f"{server.process.returncode} during the test"))
+            if server.exit_code is None:
+                # Every test ends with a graceful shutdown, which must succeed.
+                code = server.stop()
+                if code != 0 and not problems:
+                    problems.append((server, f"SIGTERM at teardown: exit status {code}, not 0 "
+                                             f"(-9: it hung for {STOP_TIMEOUT:.0f} s and was killed)"))
+        if problems:
+            server, message = problems[0]
+            pytest.fail(f"{message}; stderr:\n{server.stderr()[-4000:]}")
+
+
 @pytest.fixture
 def tally_factory(tmp_path, request):
     """Call with extra `tally serve` arguments (``tls=True`` adds the test
-    certificate); returns a running TallyServer. All are stopped at teardown,
-    and a server that died on its own during the test fails the test."""
-    started: list[TallyServer] = []
-
-    def start(*args: str, tls: bool = False) -> TallyServer:
-        argv = list(args)
-        if tls:
-            cert, key = request.getfixturevalue("tls_cert")
-            argv += ["--tls-cert", str(cert), "--tls-key", str(key)]
-        server = start_tally(argv, tmp_path / f"tally-{len(started)}.stderr")
-        started.append(server)
-        return server
-
-    yield start
-    problems = []
-    for server in started:
-        if server.exit_code is None and not server.alive():
-            problems.append((server, f"tally exited on its own with status "
-                                     f"{server.process.returncode} during the test"))
-        if server.exit_code is None:
-            # Every test ends with a graceful shutdown, which must succeed.
-            code = server.stop()
-            if code != 0 and not problems:
-                problems.append((server, f"SIGTERM at teardown: exit status {code}, not 0 "
-                                         f"(-9: it hung for {STOP_TIMEOUT:.0f} s and was killed)"))
-    if problems:
-        server, message = problems[0]
-        pytest.fail(f"{message}; stderr:\n{server.stderr()[-4000:]}")
+    certificate); returns a running TallyServer with its own data directory
+    under tmp_path (unless the arguments name one with --data).
+    ``tally_factory.restart(server)`` restarts it on the same data. All are
+    stopped at teardown, and a server that died on its own during the test
+    fails the test."""
+    factory = TallyFactory(tmp_path, request)
+    yield factory
+    factory.finish()
 
 
 @pytest.fixture
 def tally(tally_factory) -> TallyServer:
     """A plain-HTTP server with default options."""
     return tally_factory()
+
+
+@pytest.fixture(scope="module")
+def module_tally(tmp_path_factory, request):
+    """One default server shared by a module's tests (for many small cases
+    that each check they changed nothing). Fails the module's last test's
+    teardown if it died on its own."""
+    factory = TallyFactory(tmp_path_factory.mktemp("tally-module"), request)
+    server = factory()
+    yield server
+    factory.finish()
+
+
+@pytest.fixture
+def sync_client(request):
+    """Opens synclib.SyncClient connections (``sync_client(server, **options)``)
+    that are closed at teardown, even when the test fails."""
+    from synclib import SyncClient
+    opened = []
+
+    def open_client(server, **options):
+        client = SyncClient(server, **options)
+        opened.append(client)
+        return client
+
+    yield open_client
+    for client in opened:
+        client.close()
 
 
 # --------------------------------------------------------------------------
