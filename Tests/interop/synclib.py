@@ -1,0 +1,394 @@
+"""Helpers for the sync-protocol tests (Protocol/PROTOCOL.md).
+
+`SyncClient` wraps one WebSocket connection to `/v1/ws`: `request` sends a
+message with a fresh `id` and returns its reply, buffering the pushes that
+arrive before it (and checking that the reply is the next one, since replies
+come in request order); `ok`/`fail` also check the outcome; `next_push`
+returns pushes in arrival order. `barrier()` is a request whose reply proves
+that every push caused by a write acknowledged before it was sent has
+arrived (guarantee 4), so "nothing else was pushed" is checked without sleeps.
+
+The REST helpers speak http.client and return `Response` (status, lower-cased
+headers, body, json()).
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import time
+import urllib.parse
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from websockets.sync.client import connect
+
+WS_PATH = "/v1/ws"
+TIMEOUT = 10.0
+
+# recv_reply expectations about the reply's `id`
+ANY_ID = object()
+NO_ID = object()
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def without_id(reply: dict) -> dict:
+    return {k: v for k, v in reply.items() if k != "id"}
+
+
+class ProtocolError(AssertionError):
+    pass
+
+
+@dataclass
+class Push:
+    message: dict
+    raw: str
+
+    def __getitem__(self, key):
+        return self.message[key]
+
+    def get(self, key, default=None):
+        return self.message.get(key, default)
+
+
+class SyncClient:
+    """One connection to the hub's sync endpoint. Not thread-safe: one
+    thread per client."""
+
+    def __init__(self, server, *, hello: bool | dict = True, timeout: float = TIMEOUT,
+                 compression: str | None = None, ssl_context=None, id_prefix: str | None = None):
+        self.server = server
+        self.timeout = timeout
+        options = dict(open_timeout=timeout, close_timeout=2, ping_interval=None, max_size=None,
+                       compression=compression, max_queue=None)
+        if server.tls:
+            options["ssl"] = ssl_context
+        self.ws = connect(server.ws_url(WS_PATH), **options)
+        self._ids = itertools.count(1)
+        self._id_prefix = id_prefix
+        self.pushes: deque[Push] = deque()
+        self.hello_reply: dict | None = None
+        if hello:
+            fields = hello if isinstance(hello, dict) else {}
+            self.hello_reply = self.ok("hello", **{"protocol": 1, "client": "interop-tests/1", **fields})
+
+    # -- plumbing ---------------------------------------------------------
+
+    def next_id(self):
+        n = next(self._ids)
+        return f"{self._id_prefix}-{n}" if self._id_prefix else n
+
+    def send(self, message: dict) -> None:
+        self.ws.send(dumps(message))
+
+    def send_raw(self, data: str | bytes) -> None:
+        """Sends ``data`` as it is: str as a text frame, bytes as binary."""
+        self.ws.send(data)
+
+    def _recv(self, timeout: float) -> tuple[dict, str]:
+        raw = self.ws.recv(timeout=timeout)
+        if isinstance(raw, bytes):
+            raise ProtocolError(f"the hub sent a binary frame: {raw[:200]!r}")
+        try:
+            message = json.loads(raw)
+        except ValueError as error:
+            raise ProtocolError(f"the hub sent invalid JSON ({error}): {raw[:300]!r}") from None
+        if not isinstance(message, dict):
+            raise ProtocolError(f"the hub sent a non-object: {raw[:300]!r}")
+        return message, raw
+
+    def recv_reply(self, expect_id=ANY_ID, timeout: float | None = None, raw: bool = False):
+        """The next reply (pushes before it are buffered). ``expect_id``: the
+        id it must carry (NO_ID: none; ANY_ID: not checked)."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no reply (expected id {expect_id!r}) within {timeout or self.timeout}s")
+            message, text = self._recv(remaining)
+            if "op" in message:
+                if "id" in message:
+                    raise ProtocolError(f"a push carries an id: {text[:300]}")
+                self.pushes.append(Push(message, text))
+                continue
+            if expect_id is NO_ID:
+                assert "id" not in message, f"reply to a message without id carries one: {text[:300]}"
+            elif expect_id is not ANY_ID:
+                assert "id" in message and message["id"] == expect_id and \
+                    type(message["id"]) is type(expect_id), (
+                        f"expected the reply to id {expect_id!r} (replies come in request order), "
+                        f"got {text[:300]}")
+            return (message, text) if raw else message
+
+    def request(self, op: str, *, raw: bool = False, **fields):
+        """Sends {"op": op, "id": <fresh>, **fields}; returns the reply
+        (and its text with ``raw``). An explicit ``id`` field is used as is."""
+        message = {"op": op, **fields}
+        if "id" not in message:
+            message["id"] = self.next_id()
+        self.send(message)
+        return self.recv_reply(message["id"], raw=raw)
+
+    def ok(self, op: str, **fields) -> dict:
+        reply = self.request(op, **fields)
+        assert reply.get("ok") is True, f"{op} {dumps(fields)[:300]} failed: {dumps(reply)[:600]}"
+        return reply
+
+    def fail(self, op: str, code: str, **fields) -> dict:
+        """Expects an error reply with ``code``; returns the error object."""
+        reply = self.request(op, **fields)
+        return expect_error(reply, code, f"{op} {dumps(fields)[:300]}")
+
+    # -- pushes -----------------------------------------------------------
+
+    def next_push(self, timeout: float | None = None) -> Push:
+        if self.pushes:
+            return self.pushes.popleft()
+        message, text = self._recv(timeout or self.timeout)
+        if "op" not in message:
+            raise ProtocolError(f"expected a push, got a reply: {text[:300]}")
+        return Push(message, text)
+
+    def take_pushes(self, count: int, timeout: float | None = None) -> list[Push]:
+        deadline = time.monotonic() + (timeout or self.timeout)
+        pushes = []
+        while len(pushes) < count:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{len(pushes)} of {count} pushes arrived: "
+                                   f"{[p.message for p in pushes]}")
+            pushes.append(self.next_push(remaining))
+        return pushes
+
+    def barrier(self) -> dict:
+        """A cheap request (get by an unused prefix). When its reply
+        arrives, every push due to a write acknowledged (to anyone) before
+        it was sent is in self.pushes. Returns the reply (its `seq` is the head)."""
+        reply = self.ok("get", prefix="~barrier/", limit=1)
+        assert reply.get("records") == [], reply
+        return reply
+
+    def drain(self) -> list[Push]:
+        """barrier(), then everything buffered."""
+        self.barrier()
+        pushes = list(self.pushes)
+        self.pushes.clear()
+        return pushes
+
+    def head(self) -> int:
+        return self.barrier()["seq"]
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def expect_error(reply: dict, code: str, what: str = "the request") -> dict:
+    assert reply.get("ok") is False, f"{what}: expected error {code}, got {dumps(reply)[:600]}"
+    error = reply.get("error")
+    assert isinstance(error, dict), f"{what}: error reply without an error object: {dumps(reply)[:600]}"
+    assert error.get("code") == code, f"{what}: expected error {code}, got {dumps(error)[:600]}"
+    assert isinstance(error.get("message"), str) and error["message"], (
+        f"{what}: error {code} without a message: {dumps(error)}")
+    return error
+
+
+def fresh_head(server) -> int:
+    """The hub's head seq, from the `hello` reply of a new connection."""
+    with SyncClient(server) as client:
+        seq = client.hello_reply["seq"]
+        assert isinstance(seq, int) and seq >= 0, client.hello_reply
+        return seq
+
+
+def check_push_shape(push: dict) -> None:
+    """Members every change push has (PROTOCOL.md, Pushes)."""
+    assert push["op"] == "change", push
+    assert isinstance(push["seq"], int) and push["seq"] >= 1, push
+    assert isinstance(push["time"], int) and push["time"] > 1_600_000_000_000, push
+    assert isinstance(push["version"], int) and push["version"] >= 1, push
+    assert ("name" in push) != ("list" in push), push
+    kind = push["kind"]
+    if "name" in push:
+        members = {"set": {"data"}, "setPath": {"path", "value"}, "deletePath": {"path"}, "delete": set()}
+    else:
+        members = {"addEntry": {"entry", "index"}, "removeEntry": {"entry", "indexes"},
+                   "setEntries": {"entries"}, "delete": set()}
+    assert kind in members, push
+    assert members[kind] <= set(push), push
+
+
+# --------------------------------------------------------------------------
+# REST
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self):
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            raise AssertionError(f"HTTP {self.status}: body is not JSON: {self.body[:300]!r}") from None
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    def error_code(self) -> str:
+        body = self.json()
+        assert isinstance(body, dict) and isinstance(body.get("error"), dict), (
+            f"HTTP {self.status}: not an error envelope: {self.body[:300]!r}")
+        assert isinstance(body["error"].get("message"), str), body
+        return body["error"]["code"]
+
+
+def rest(server, method: str, path: str, body: Any = None, headers: dict | None = None,
+         timeout: float = TIMEOUT) -> Response:
+    """One request on a fresh connection. ``body``: bytes are sent as they
+    are; anything else as JSON."""
+    headers = dict(headers or {})
+    data = None
+    if body is not None:
+        data = body if isinstance(body, bytes) else dumps(body).encode()
+        headers.setdefault("Content-Type", "application/json")
+    if server.tls:
+        raise NotImplementedError("REST helpers speak plain HTTP")
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=timeout)
+    try:
+        conn.request(method, path, body=data, headers=headers)
+        response = conn.getresponse()
+        return Response(response.status, {k.lower(): v for k, v in response.getheaders()},
+                        response.read())
+    finally:
+        conn.close()
+
+
+def record_path(name: str) -> str:
+    """/v1/records/{name}: slashes as they are, the rest percent-encoded."""
+    return "/v1/records/" + urllib.parse.quote(name, safe="/")
+
+
+def list_path(name: str) -> str:
+    return "/v1/lists/" + urllib.parse.quote(name, safe="/")
+
+
+def etag(version: int) -> str:
+    return f'"{version}"'
+
+
+def get_record(server, name: str) -> Response:
+    return rest(server, "GET", record_path(name))
+
+
+def put_record(server, name: str, data: Any, headers: dict | None = None) -> Response:
+    return rest(server, "PUT", record_path(name), data, headers)
+
+
+def all_changes(server, since: int = 0, limit: int | None = None,
+                timeout: float = 30.0) -> tuple[int, int, list[dict]]:
+    """GET /v1/changes?since=… page by page until `more` is false.
+    Returns (head, floor, changes)."""
+    changes: list[dict] = []
+    deadline = time.monotonic() + timeout
+    head = floor = None
+    while True:
+        query = f"since={since}" + (f"&limit={limit}" if limit else "")
+        response = rest(server, "GET", f"/v1/changes?{query}")
+        assert response.status == 200, (response.status, response.body[:300])
+        page = response.json()
+        head = page["seq"] if head is None else head
+        floor = page["floor"] if floor is None else floor
+        changes += page["changes"]
+        if not page["more"]:
+            return head, floor, changes
+        assert page["changes"], f"more: true with no changes: {page}"
+        since = page["changes"][-1]["seq"]
+        assert time.monotonic() < deadline, "paging /v1/changes took too long"
+
+
+# --------------------------------------------------------------------------
+# A client-side model of records, to replay pushes and compare with the hub
+
+
+def parse_path(path: str) -> list[str | int]:
+    """`items[2].qty` -> ["items", 2, "qty"] (the simple paths the tests use)."""
+    segments: list[str | int] = []
+    for part in path.split("."):
+        key, _, rest = part.partition("[")
+        segments.append(key)
+        if rest:
+            for index in ("[" + rest).split("[")[1:]:
+                segments.append(int(index.rstrip("]")))
+    return segments
+
+
+def set_at(data: dict, path: str, value: Any) -> None:
+    *parents, last = parse_path(path)
+    node: Any = data
+    for segment in parents:
+        if isinstance(segment, int):
+            node = node[segment]
+        else:
+            node = node.setdefault(segment, {})
+    if isinstance(last, int) and last == len(node):
+        node.append(value)
+    else:
+        node[last] = value
+
+
+def delete_at(data: dict, path: str) -> None:
+    *parents, last = parse_path(path)
+    node: Any = data
+    for segment in parents:
+        node = node[segment]
+    del node[last]
+
+
+def apply_push(records: dict[str, dict], push: dict) -> None:
+    """Applies a record change push to {name: {"version", "data"}}."""
+    import copy
+    name = push["name"]
+    kind = push["kind"]
+    if kind == "delete":
+        records.pop(name, None)
+        return
+    record = records.setdefault(name, {"version": 0, "data": {}})
+    if kind == "set":
+        record["data"] = copy.deepcopy(push["data"])
+    elif kind == "setPath":
+        set_at(record["data"], push["path"], copy.deepcopy(push["value"]))
+    elif kind == "deletePath":
+        delete_at(record["data"], push["path"])
+    else:
+        raise AssertionError(f"unknown record change kind: {push}")
+    record["version"] = push["version"]
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7396 MergePatch, as the RFC's pseudo-code says."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
