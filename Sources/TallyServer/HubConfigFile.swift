@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import TallyProtocol
 import TallyStore
 
@@ -33,8 +33,8 @@ public struct HubConfigFile: Sendable {
     }
 
     public static func load(path: String) throws(Invalid) -> HubConfigFile {
-        guard let contents = FileManager.default.contents(atPath: path) else {
-            throw Invalid(path: path, message: "cannot read the file")
+        guard let contents = readFile(path) else {
+            throw Invalid(path: path, message: "cannot read the file: \(String(cString: strerror(errno)))")
         }
         let value: JSONValue
         do { value = try JSONValue.parse(Array(contents)) } catch {
@@ -80,6 +80,20 @@ public struct HubConfigFile: Sendable {
             }
         }
         return file
+    }
+
+    /// The whole file, or nil (errno says why); config files are small.
+    static func readFile(_ path: String) -> [UInt8]? {
+        guard let file = fopen(path, "rb") else { return nil }
+        defer { fclose(file) }
+        var contents: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = fread(&chunk, 1, chunk.count, file)
+            contents.append(contentsOf: chunk[..<count])
+            if count < chunk.count { return ferror(file) == 0 ? contents : nil }
+            if contents.count > 16 << 20 { errno = EFBIG; return nil }
+        }
     }
 
     private static func string(_ value: JSONValue, _ path: String) throws(Invalid) -> String {

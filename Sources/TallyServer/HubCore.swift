@@ -1,4 +1,3 @@
-import Foundation
 @preconcurrency import Glibc
 import Synchronization
 import TallyEngine
@@ -99,11 +98,15 @@ public final class HubCore: @unchecked Sendable {
     /// Starts the store writer and the core thread.
     public func start() {
         store.start { [mailbox] outcome in mailbox.post(.committed(outcome)) }
-        let box = UncheckedSendable(self)
-        let thread = Thread { box.value.run() }
-        thread.name = "tally-core"
-        thread.stackSize = 1 << 20
-        thread.start()
+        let box = Unmanaged.passRetained(self)
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { raw in
+            let core = Unmanaged<HubCore>.fromOpaque(raw!).takeRetainedValue()
+            core.run()
+            return nil
+        }, box.toOpaque())
+        precondition(rc == 0, "cannot start the core thread: error \(rc)")
+        pthread_detach(thread)
     }
 
     /// Stops after the work already posted; commits what is queued and closes

@@ -1,4 +1,3 @@
-import Foundation
 import TallyHTTP
 import TallyNet
 import TallyProtocol
@@ -77,7 +76,7 @@ enum REST {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard let key = percentDecoded(parts[0]) else { continue }
             let raw = parts.count > 1 ? parts[1] : ""
-            result[key] = percentDecoded(Substring(raw.replacingOccurrences(of: "+", with: " "))) ?? ""
+            result[key] = percentDecoded(Substring(String(raw.map { $0 == "+" ? " " : $0 }))) ?? ""
         }
         return result
     }
@@ -103,7 +102,7 @@ enum REST {
     /// it is refused rather than ignored.
     static func ifMatch(_ request: HTTPRequest) throws(ProtocolError) -> Int64? {
         guard let raw = request.headers.values("If-Match").first else { return nil }
-        var text = raw.trimmingCharacters(in: .whitespaces)
+        var text = trimmed(raw)
         if text.hasPrefix("W/") { text.removeFirst(2) }
         guard text.count >= 3, text.first == "\"", text.last == "\"",
               let version = Int64(text.dropFirst().dropLast()), version >= 0 else {
@@ -113,8 +112,16 @@ enum REST {
         return version
     }
 
+    /// Without leading and trailing spaces and tabs (HTTP's OWS).
+    static func trimmed(_ text: String) -> String {
+        var slice = Substring(text)
+        while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
+        while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
+        return String(slice)
+    }
+
     static func idempotencyKey(_ request: HTTPRequest) throws(ProtocolError) -> String? {
-        guard let key = request.headers.values("Idempotency-Key").first?.trimmingCharacters(in: .whitespaces) else { return nil }
+        guard let key = request.headers.values("Idempotency-Key").first.map(trimmed) else { return nil }
         guard !key.isEmpty, key.utf8.count <= Request.maxIdempotencyKeyBytes else {
             throw ProtocolError(.badField, "Idempotency-Key must be 1 to \(Request.maxIdempotencyKeyBytes) bytes",
                                 details: ["field": "Idempotency-Key"])
