@@ -53,7 +53,7 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     }
 
     public static func badJSON(_ error: JSONError) -> ProtocolError {
-        ProtocolError(.badJSON, "the message is not valid JSON: \(error.message) (at byte \(error.offset))",
+        ProtocolError(.badJSON, "the message is not valid JSON: \(error.message)",
                       details: ["offset": .number(JSONNumber(error.offset))])
     }
 
