@@ -1,0 +1,20 @@
+/// What happened to one transaction, handed to `onCommit`.
+public struct CommitOutcome: Sendable, Equatable {
+    /// The tokens of the units in this transaction, in submission order.
+    public var tokens: [UInt64]
+    /// The highest committed change seq after this transaction (unchanged
+    /// when it failed).
+    public var lastSeq: Int64
+    /// From `BEGIN` to the end of `COMMIT`, the fsync included.
+    public var durationNanos: UInt64
+    /// Non-nil: the transaction was rolled back, nothing of these units was
+    /// applied.
+    public var error: StoreError?
+
+    public init(tokens: [UInt64], lastSeq: Int64, durationNanos: UInt64, error: StoreError?) {
+        self.tokens = tokens
+        self.lastSeq = lastSeq
+        self.durationNanos = durationNanos
+        self.error = error
+    }
+}

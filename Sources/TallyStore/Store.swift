@@ -1,0 +1,92 @@
+// TallyStore: durable storage for the hub. It knows nothing of sockets and
+// parses no JSON: record data and change messages arrive as UTF-8 bytes and
+// leave as the same bytes.
+//
+// # Shape
+//
+// `Store` is the write side, `StoreReading` the read side; each has two real
+// implementations, `SQLiteStore` and `MemoryStore`, and the tests run one body
+// against both. A write is a `StoreUnit`: the mutations, change-log entries and
+// idempotency answer of one client command, applied all or nothing.
+//
+// # Threads
+//
+// - Callers `submit` from any thread. A unit goes into a queue guarded by a
+//   pthread mutex + condition (`GroupCommitter`); submit never does I/O.
+// - One writer thread owns the write connection. It is the only thread that
+//   writes, so there is never write-lock contention inside the process.
+// - One checkpointer thread owns a second connection and does nothing but
+//   WAL checkpoints (`SQLiteCheckpointer`).
+// - Each reader (`makeReader()`) has its own connection and one owner thread.
+//   Every connection is opened with SQLITE_OPEN_NOMUTEX: "the multi-thread
+//   mode … is safe … as long as no single database connection is used
+//   simultaneously in two or more threads" (sqlite.org/threadsafe.html).
+//
+// # Group commit
+//
+// The writer waits until the queue is non-empty, takes everything queued,
+// and commits it in one `BEGIN IMMEDIATE … COMMIT` transaction, then calls
+// `onCommit` once with every token in submission order. With
+// `synchronous=FULL` a commit costs one fsync of the WAL (about 0.25 ms
+// here), so while one commit syncs the next batch accumulates by itself:
+// batches grow with the load and no timer or batch size needs tuning. Per
+// unit the writer only binds and steps statements prepared once.
+// A unit that fails (a constraint, a test hook) rolls the transaction back;
+// the units before it are committed again alone, it is reported alone, and
+// the rest continue: a unit is never split, and one bad unit does not fail
+// its neighbours. SQLITE_BUSY (another process holding the write lock past
+// the busy timeout) retries the whole batch.
+//
+// # WAL and checkpoints
+//
+// `PRAGMA journal_mode=WAL`: "WAL provides more concurrency as readers do not
+// block writers and a writer does not block readers" (sqlite.org/wal.html).
+// SQLite normally checkpoints inside a commit once the WAL passes 1000 pages;
+// the writer turns that off (`PRAGMA wal_autocheckpoint=0`), watches the WAL
+// size through `sqlite3_wal_hook`, and signals the checkpointer, which runs a
+// PASSIVE checkpoint ("without waiting for any database readers or writers to
+// finish") on its own connection. Close ends with a TRUNCATE checkpoint.
+//
+// # Durability
+//
+// `Durability.full` (`PRAGMA synchronous=FULL`) is the default because a unit
+// reported committed must survive a power loss: in WAL mode "a transaction
+// committed … with synchronous=NORMAL might roll back following a power loss
+// or system crash", while FULL syncs the WAL before each commit returns
+// (sqlite.org/pragma.html#pragma_synchronous). A killed process (SIGKILL)
+// loses nothing in any mode: the WAL frames are in the OS page cache, and the
+// next open "recovers" them (sqlite.org/wal.html#recovery).
+//
+// # Retention
+//
+// After commits, the writer prunes in its own small transactions (at most
+// 10,000 rows each, only when there is something to prune, age checked at
+// most once per second of the injected clock): change-log rows beyond
+// `maxChanges` or older than `maxAge`, always from the oldest seq, advancing
+// `floor_seq` in the same transaction; idempotency rows older than
+// `idempotencyMaxAge`. Every change with seq > floorSeq is retained.
+//
+// # Startup
+//
+// Opening is O(1) in the data: migrations are versioned by
+// `PRAGMA user_version`, and head_seq, floor_seq and change_count live in the
+// `meta` table, written in every commit transaction, read once at open.
+
+/// The write side of a store: units go in, outcomes come back on the writer
+/// thread.
+public protocol Store: AnyObject, Sendable {
+    /// A new reader with its own connection, for one thread.
+    func makeReader() throws(StoreError) -> any StoreReading
+    /// Starts the writer. `onCommit` runs on the writer thread after every
+    /// transaction (success or failure), in submission order. Later calls do
+    /// nothing. Units submitted before `start` wait for it.
+    func start(onCommit: @escaping @Sendable (CommitOutcome) -> Void)
+    /// Queues a unit; thread-safe, never blocks on I/O. Units commit in
+    /// submission order. After `close` the unit is reported as failed at once,
+    /// on the caller's thread.
+    func submit(_ unit: StoreUnit)
+    /// Commits what is queued, stops the writer and checkpointer threads,
+    /// closes connections. Idempotent. From inside `onCommit` it only asks the
+    /// writer to stop after the current batch.
+    func close()
+}

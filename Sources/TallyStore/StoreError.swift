@@ -1,0 +1,44 @@
+import CSQLite
+
+/// A storage failure: the SQLite result code, SQLite's message and what the
+/// store was doing.
+///
+/// MemoryStore reports the same codes SQLite would (a change seq that is
+/// already in the log is `SQLITE_CONSTRAINT_PRIMARYKEY` in both), so callers
+/// can handle both backends alike.
+public struct StoreError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// The SQLite result code, extended where SQLite gave one
+    /// (sqlite.org/rescode.html).
+    public var code: Int32
+    /// SQLite's message (`sqlite3_errmsg`) or the store's own words.
+    public var message: String
+    /// What the store was doing: "open", "insert change", "migrate to 1", …
+    public var operation: String
+
+    public init(code: Int32, message: String, operation: String) {
+        self.code = code
+        self.message = message
+        self.operation = operation
+    }
+
+    /// The primary result code (the low 8 bits of an extended one).
+    public var primaryCode: Int32 { code & 0xff }
+
+    /// The database was locked by another connection for longer than the busy timeout.
+    public var isBusy: Bool { primaryCode == SQLITE_BUSY }
+
+    /// A uniqueness or other constraint failed (for example a change seq used twice).
+    public var isConstraintViolation: Bool { primaryCode == SQLITE_CONSTRAINT }
+
+    public var description: String {
+        let meaning = sqlite3_errstr(code).map { String(cString: $0) } ?? "unknown"
+        return "\(operation): \(message) (SQLite code \(code): \(meaning))"
+    }
+
+    /// SQLITE_CONSTRAINT_PRIMARYKEY, a macro that does not import:
+    /// `SQLITE_CONSTRAINT | (6<<8)` (sqlite.org/rescode.html#constraint_primarykey).
+    static let constraintPrimaryKey: Int32 = SQLITE_CONSTRAINT | (6 << 8)
+
+    /// The store was closed before the unit was submitted.
+    static let closed = StoreError(code: SQLITE_MISUSE, message: "the store is closed", operation: "submit")
+}

@@ -1,0 +1,22 @@
+/// Reads from a store. One owner thread per reader (not Sendable): make one
+/// reader per thread that reads. Each call sees the latest committed state.
+public protocol StoreReading: AnyObject {
+    func record(_ name: String) throws(StoreError) -> StoredRecord?
+    func list(_ name: String) throws(StoreError) -> StoredList?
+    /// Records whose name starts with `prefix` ("" = all), ordered by name
+    /// bytewise (UTF-8), names > `after` when given, at most `limit`.
+    func records(prefix: String, after: String?, limit: Int) throws(StoreError) -> [StoredRecord]
+    /// Lists, like `records(prefix:after:limit:)`.
+    func lists(prefix: String, after: String?, limit: Int) throws(StoreError) -> [StoredList]
+    /// Changes with seq > `after`, ascending, at most `limit`.
+    func changes(after: Int64, limit: Int) throws(StoreError) -> [StoredChange]
+    /// Changes of one entity with seq > `after`, ascending, at most `limit`.
+    func changes(after: Int64, kind: EntityKind, name: String, limit: Int) throws(StoreError) -> [StoredChange]
+    /// Record changes whose name starts with `prefix`, seq > `after`,
+    /// ascending, at most `limit`.
+    func changes(after: Int64, prefix: String, limit: Int) throws(StoreError) -> [StoredChange]
+    func idempotency(_ key: String) throws(StoreError) -> StoredIdempotency?
+    /// Head and floor are O(1); the record and list counts are O(n) in
+    /// SQLiteStore: call it rarely.
+    func state() throws(StoreError) -> StoreState
+}

@@ -1,0 +1,32 @@
+/// One write to one record or list.
+public enum StoreMutation: Sendable, Equatable {
+    /// Inserts the record or replaces the one with the same name.
+    case putRecord(StoredRecord)
+    /// Removes the record; nothing happens when there is none.
+    case deleteRecord(String)
+    /// Inserts the list or replaces the one with the same name.
+    case putList(StoredList)
+    /// Removes the list; nothing happens when there is none.
+    case deleteList(String)
+}
+
+/// One atomic unit (one client command, possibly touching several records):
+/// never split across transactions. Either everything in it is applied or
+/// nothing is.
+public struct StoreUnit: Sendable, Equatable {
+    public var mutations: [StoreMutation]
+    /// Appended to the change log; a seq that is already there fails the unit.
+    public var changes: [StoredChange]
+    /// Remembered (inserted or replaced) with the unit, when given.
+    public var idempotency: StoredIdempotency?
+    /// Opaque to the store, handed back in the commit outcome.
+    public var token: UInt64
+
+    public init(mutations: [StoreMutation] = [], changes: [StoredChange] = [],
+                idempotency: StoredIdempotency? = nil, token: UInt64) {
+        self.mutations = mutations
+        self.changes = changes
+        self.idempotency = idempotency
+        self.token = token
+    }
+}
