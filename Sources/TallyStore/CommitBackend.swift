@@ -1,0 +1,46 @@
+/// What the group committer needs from a backend: apply units in one
+/// transaction, prune in small steps, clean up. Implemented by SQLite and by
+/// the in-memory tables; used only on the writer thread.
+protocol CommitBackend: AnyObject {
+    /// Called once on the writer thread before the first commit.
+    func willRun()
+
+    /// Applies `units` in one transaction, in order. On failure nothing of
+    /// them is applied; `unitIndex` (an index of `units`) names the unit that
+    /// failed, nil when the transaction itself failed (BEGIN, COMMIT, I/O).
+    func apply(_ units: ArraySlice<StoreUnit>) -> ApplyResult
+
+    /// One bounded retention step when one is due. Returns true when more is
+    /// left to prune right away (the writer calls again when idle).
+    func maintain() -> Bool
+
+    /// The highest committed change seq.
+    var headSeq: Int64 { get }
+
+    /// Called once on the writer thread after the last commit: close
+    /// connections, stop helper threads.
+    func finish()
+}
+
+enum ApplyResult {
+    case committed(lastSeq: Int64)
+    case failed(unitIndex: Int?, StoreError)
+}
+
+/// Test-only ways into the writer: fail a unit in the middle, pause before
+/// COMMIT. Empty in production.
+struct StoreTestHooks: Sendable {
+    /// Called after each mutation of each unit is applied inside the
+    /// transaction; a returned error fails the unit there.
+    var afterMutation: (@Sendable (_ token: UInt64, _ mutationIndex: Int) -> StoreError?)?
+    /// SQLite: called inside the transaction right before COMMIT.
+    /// Memory: called before the batch is applied (the tables' lock is not
+    /// held, so the hook may read through a reader).
+    var beforeCommit: (@Sendable (_ tokens: [UInt64]) -> Void)?
+
+    init(afterMutation: (@Sendable (UInt64, Int) -> StoreError?)? = nil,
+         beforeCommit: (@Sendable ([UInt64]) -> Void)? = nil) {
+        self.afterMutation = afterMutation
+        self.beforeCommit = beforeCommit
+    }
+}

@@ -1,0 +1,53 @@
+/// When to prune and how much: shared by both backends so they keep the
+/// same rows.
+struct RetentionPolicy {
+    /// Rows deleted per pruning transaction at most, so a prune never holds
+    /// the write lock for long.
+    static let stepLimit = 10_000
+
+    let retention: StoreRetention
+    let clock: StoreClock
+    private var nextAgeCheck = Int64.min
+
+    init(retention: StoreRetention, clock: StoreClock) {
+        self.retention = retention
+        self.clock = clock
+    }
+
+    /// Pruning by count waits until the log is over by this much, so that a
+    /// full log costs one delete transaction per `slack` changes instead of
+    /// one extra fsync per commit.
+    var slack: Int { max(1, min(Self.stepLimit, max(0, retention.maxChanges) / 64)) }
+
+    /// How many of the oldest changes to delete now because of the count (0:
+    /// none), at most `stepLimit`.
+    func excess(changeCount: Int) -> Int {
+        let over = changeCount - max(0, retention.maxChanges)
+        return over >= slack ? min(over, Self.stepLimit) : 0
+    }
+
+    /// Whether more than one step is needed for the count.
+    func excessNeedsMoreSteps(changeCount: Int) -> Bool {
+        changeCount - max(0, retention.maxChanges) > Self.stepLimit
+    }
+
+    /// The age limits in milliseconds since the epoch (rows with an older
+    /// `time` go), when an age check is due: at most once per second of the
+    /// clock.
+    mutating func ageCutoffs() -> (changes: Int64, idempotency: Int64)? {
+        let now = clock.now()
+        guard now >= nextAgeCheck else { return nil }
+        nextAgeCheck = now &+ 1_000
+        return (now &- Self.millis(retention.maxAge), now &- Self.millis(retention.idempotencyMaxAge))
+    }
+
+    /// A step found more old rows than it could delete: check again at once.
+    mutating func checkAgeAgainSoon() {
+        nextAgeCheck = .min
+    }
+
+    private static func millis(_ seconds: Double) -> Int64 {
+        guard seconds.isFinite else { return seconds > 0 ? Int64.max / 4 : 0 }
+        return Int64(max(0, min(seconds * 1_000, Double(Int64.max / 4))))
+    }
+}
