@@ -1,0 +1,142 @@
+import CSQLite
+
+/// One SQLite connection with one owner thread, and the statements prepared
+/// on it.
+///
+/// Opened with SQLITE_OPEN_NOMUTEX: "the database connection … [is] in the
+/// multi-thread threading mode … as long as no single database connection
+/// is used simultaneously in two or more threads" (sqlite.org/threadsafe.html),
+/// which confinement to one thread guarantees, so SQLite's own per-connection
+/// mutex would be pure cost.
+final class SQLiteConnection {
+    enum Role {
+        /// Creates the file; sets WAL mode and runs migrations.
+        case writer
+        /// Never writes (`PRAGMA query_only`).
+        case reader
+        /// Runs checkpoints only.
+        case checkpointer
+    }
+
+    /// How long a statement waits for a lock held by another connection
+    /// before failing with SQLITE_BUSY.
+    static let busyTimeoutMillis: Int32 = 5_000
+
+    let db: OpaquePointer
+    let path: String
+    private var statements: [SQLiteStatement] = []
+    private(set) var isOpen = true
+
+    init(path: String, role: Role, durability: Durability) throws(StoreError) {
+        var handle: OpaquePointer?
+        var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
+        if case .writer = role { flags |= SQLITE_OPEN_CREATE }
+        let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        guard rc == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
+            if let handle { sqlite3_close_v2(handle) }
+            throw StoreError(code: rc, message: message, operation: "open \(path)")
+        }
+        db = handle
+        self.path = path
+        do throws(StoreError) {
+            try check(sqlite3_extended_result_codes(db, 1), "enable extended result codes")
+            // Every connection waits for locks instead of failing at once (sqlite.org/c3ref/busy_timeout.html).
+            try check(sqlite3_busy_timeout(db, Self.busyTimeoutMillis), "set busy timeout")
+            if case .writer = role {
+                // WAL: readers do not block the writer and the writer does not block readers;
+                // the mode is persistent, stored in the file (sqlite.org/wal.html).
+                let mode = try queryText("PRAGMA journal_mode=WAL")
+                guard mode.lowercased() == "wal" else {
+                    throw StoreError(code: SQLITE_ERROR, message: "journal_mode is \(mode), not wal",
+                                     operation: "set journal_mode=WAL")
+                }
+            }
+            // synchronous is per connection; the checkpointer's setting decides whether
+            // checkpoints sync, the writer's whether commits do.
+            try execute("PRAGMA synchronous=\(durability.pragmaValue)")
+            if case .reader = role { try execute("PRAGMA query_only=1") }
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Finalizes every statement and closes the connection. Idempotent.
+    func close() {
+        guard isOpen else { return }
+        isOpen = false
+        for statement in statements { sqlite3_finalize(statement.handle) }
+        statements.removeAll()
+        // close_v2 never fails for open statements (there are none left); a failed close
+        // leaves nothing we could do better.
+        sqlite3_close_v2(db)
+    }
+
+    /// Prepares a statement that lives as long as the connection.
+    func prepare(_ sql: String, name: String) throws(StoreError) -> SQLiteStatement {
+        var handle: OpaquePointer?
+        // SQLITE_PREPARE_PERSISTENT: "the prepared statement will be retained for a long time
+        // and probably reused many times" (sqlite.org/c3ref/c_prepare_normalize.html).
+        let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &handle, nil)
+        guard rc == SQLITE_OK, let handle else {
+            throw StoreError(code: rc, message: String(cString: sqlite3_errmsg(db)), operation: "prepare \(name)")
+        }
+        let statement = SQLiteStatement(handle: handle, db: db, name: name)
+        statements.append(statement)
+        return statement
+    }
+
+    /// Runs SQL text (one or more statements, no parameters, rows ignored).
+    func execute(_ sql: String) throws(StoreError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(db, sql, nil, nil, &message)
+        guard rc == SQLITE_OK else {
+            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(db))
+            sqlite3_free(message)
+            throw StoreError(code: rc, message: text, operation: sql)
+        }
+    }
+
+    /// The first column of the first row of a one-off query (pragmas).
+    func queryInt(_ sql: String) throws(StoreError) -> Int64 {
+        let statement = try oneOff(sql)
+        defer { sqlite3_finalize(statement.handle) }
+        guard try statement.step() else {
+            throw StoreError(code: SQLITE_ERROR, message: "no row", operation: sql)
+        }
+        return statement.int64(0)
+    }
+
+    func queryText(_ sql: String) throws(StoreError) -> String {
+        let statement = try oneOff(sql)
+        defer { sqlite3_finalize(statement.handle) }
+        guard try statement.step() else {
+            throw StoreError(code: SQLITE_ERROR, message: "no row", operation: sql)
+        }
+        return statement.text(0)
+    }
+
+    private func oneOff(_ sql: String) throws(StoreError) -> SQLiteStatement {
+        var handle: OpaquePointer?
+        let rc = sqlite3_prepare_v2(db, sql, -1, &handle, nil)
+        guard rc == SQLITE_OK, let handle else {
+            throw StoreError(code: rc, message: String(cString: sqlite3_errmsg(db)), operation: sql)
+        }
+        return SQLiteStatement(handle: handle, db: db, name: sql)
+    }
+
+    /// Whether a transaction is open (after a failed statement SQLite may or
+    /// may not have rolled it back already).
+    var inTransaction: Bool { sqlite3_get_autocommit(db) == 0 }
+
+    func check(_ rc: Int32, _ operation: String) throws(StoreError) {
+        guard rc == SQLITE_OK else {
+            throw StoreError(code: rc, message: String(cString: sqlite3_errmsg(db)), operation: operation)
+        }
+    }
+}

@@ -1,0 +1,85 @@
+@preconcurrency import Glibc
+import CSQLite
+
+/// The durable store: one SQLite file (`tally.sqlite3`) in WAL mode, written
+/// by one writer thread with group commit. See `Store` for the design.
+public final class SQLiteStore: Store {
+    public static let fileName = "tally.sqlite3"
+
+    /// The database file.
+    public let path: String
+    public let durability: Durability
+    private let committer: GroupCommitter
+    let diagnostics: Guarded<StoreDiagnostics>
+
+    /// Opens (creating when missing) `directory/tally.sqlite3` and brings its
+    /// schema up to date. O(1) in the amount of data: nothing is scanned.
+    ///
+    /// - Parameters:
+    ///   - directory: created with mode 0700 (and its missing parents) when missing.
+    ///   - durability: `PRAGMA synchronous` on every connection; see `Durability`.
+    ///   - retention: how much change log and idempotency to keep.
+    ///   - clock: compared with change and idempotency times for age-based retention.
+    public convenience init(directory: String, durability: Durability = .full, retention: StoreRetention = .init(),
+                            clock: StoreClock = .system) throws(StoreError) {
+        try self.init(directory: directory, durability: durability, retention: retention, clock: clock,
+                      hooks: StoreTestHooks())
+    }
+
+    init(directory: String, durability: Durability, retention: StoreRetention, clock: StoreClock,
+         hooks: StoreTestHooks) throws(StoreError) {
+        try Self.makeDirectory(directory)
+        path = directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName
+        self.durability = durability
+        let diagnostics = Guarded(StoreDiagnostics())
+        self.diagnostics = diagnostics
+        let connection = try SQLiteConnection(path: path, role: .writer, durability: durability)
+        try SQLiteSchema.migrate(connection)
+        let checkpointer = SQLiteCheckpointer(
+            connection: try SQLiteConnection(path: path, role: .checkpointer, durability: durability),
+            diagnostics: diagnostics)
+        let writer = try SQLiteWriter(connection: connection, checkpointer: checkpointer, diagnostics: diagnostics,
+                                      retention: retention, clock: clock, hooks: hooks)
+        committer = GroupCommitter(backend: writer)
+    }
+
+    deinit {
+        committer.close()
+    }
+
+    public func makeReader() throws(StoreError) -> any StoreReading {
+        try SQLiteReader(path: path, durability: durability)
+    }
+
+    public func start(onCommit: @escaping @Sendable (CommitOutcome) -> Void) {
+        committer.start(onCommit: onCommit)
+    }
+
+    public func submit(_ unit: StoreUnit) {
+        committer.submit(unit)
+    }
+
+    public func close() {
+        committer.close()
+    }
+
+    /// A pragma's value on the write connection, before `start` (tests); nil after.
+    func writerPragma(_ name: String) throws(StoreError) -> Int64? {
+        try committer.withIdleBackend { backend throws(StoreError) in
+            try (backend as? SQLiteWriter)?.pragma(name)
+        } ?? nil
+    }
+
+    /// `mkdir -p` with mode 0700: the database holds every client's data.
+    private static func makeDirectory(_ directory: String) throws(StoreError) {
+        var partial = directory.hasPrefix("/") ? "/" : ""
+        for component in directory.split(separator: "/") {
+            partial += component
+            if mkdir(partial, 0o700) != 0 && errno != EEXIST {
+                throw StoreError(code: SQLITE_CANTOPEN, message: String(cString: strerror(errno)),
+                                 operation: "create directory \(partial)")
+            }
+            partial += "/"
+        }
+    }
+}

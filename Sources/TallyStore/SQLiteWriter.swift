@@ -1,0 +1,347 @@
+@preconcurrency import Glibc
+import CSQLite
+
+/// The write connection and everything the writer thread does with it:
+/// apply batches of units in one transaction, keep the meta row current,
+/// prune by retention, signal the checkpointer.
+///
+/// Created on the opening thread (so that opening errors reach the caller),
+/// then owned by the writer thread alone from `willRun` to `finish`.
+final class SQLiteWriter: CommitBackend {
+    /// The meta rows, mirrored in memory: read once at open, written in the
+    /// same transaction as the units that change them.
+    struct Meta: Equatable {
+        var head: Int64
+        var floor: Int64
+        var changeCount: Int64
+    }
+
+    /// BEGIN IMMEDIATE waits `busyTimeoutMillis` per attempt; after this many
+    /// attempts the batch is reported as failed.
+    static let maxBusyAttempts = 10
+
+    private let connection: SQLiteConnection
+    private let checkpointer: SQLiteCheckpointer
+    private let diagnostics: Guarded<StoreDiagnostics>
+    private let hooks: StoreTestHooks
+    private var policy: RetentionPolicy
+    private(set) var meta: Meta
+
+    private let begin: SQLiteStatement
+    private let commit: SQLiteStatement
+    private let rollback: SQLiteStatement
+    private let upsertRecord: SQLiteStatement
+    private let deleteRecord: SQLiteStatement
+    private let upsertList: SQLiteStatement
+    private let deleteList: SQLiteStatement
+    private let insertChange: SQLiteStatement
+    private let upsertIdempotency: SQLiteStatement
+    private let writeMeta: SQLiteStatement
+    private let changeSeqAtOffset: SQLiteStatement
+    private let oldestChanges: SQLiteStatement
+    private let deleteChangesThrough: SQLiteStatement
+    private let deleteOldIdempotency: SQLiteStatement
+
+    init(connection: SQLiteConnection, checkpointer: SQLiteCheckpointer, diagnostics: Guarded<StoreDiagnostics>,
+         retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) throws(StoreError) {
+        self.connection = connection
+        self.checkpointer = checkpointer
+        self.diagnostics = diagnostics
+        self.hooks = hooks
+        policy = RetentionPolicy(retention: retention, clock: clock)
+        meta = try Self.readMeta(connection)
+        let c = connection
+        // BEGIN IMMEDIATE takes the write lock at once, so a busy database is
+        // found (and retried) before any work is done (sqlite.org/lang_transaction.html).
+        begin = try c.prepare("BEGIN IMMEDIATE", name: "begin")
+        commit = try c.prepare("COMMIT", name: "commit")
+        rollback = try c.prepare("ROLLBACK", name: "rollback")
+        upsertRecord = try c.prepare("""
+            INSERT INTO records(name, version, seq, created, updated, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            ON CONFLICT(name) DO UPDATE SET version = excluded.version, seq = excluded.seq,
+                created = excluded.created, updated = excluded.updated, data = excluded.data
+            """, name: "put record")
+        deleteRecord = try c.prepare("DELETE FROM records WHERE name = ?1", name: "delete record")
+        upsertList = try c.prepare("""
+            INSERT INTO lists(name, version, seq, created, updated, entries) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            ON CONFLICT(name) DO UPDATE SET version = excluded.version, seq = excluded.seq,
+                created = excluded.created, updated = excluded.updated, entries = excluded.entries
+            """, name: "put list")
+        deleteList = try c.prepare("DELETE FROM lists WHERE name = ?1", name: "delete list")
+        insertChange = try c.prepare(
+            "INSERT INTO changes(seq, time, kind, name, message) VALUES (?1, ?2, ?3, ?4, ?5)",
+            name: "insert change")
+        upsertIdempotency = try c.prepare("""
+            INSERT INTO idempotency(key, seq, time, response) VALUES (?1, ?2, ?3, ?4)
+            ON CONFLICT(key) DO UPDATE SET seq = excluded.seq, time = excluded.time, response = excluded.response
+            """, name: "put idempotency")
+        writeMeta = try c.prepare("""
+            UPDATE meta SET value = CASE key WHEN 'head_seq' THEN ?1 WHEN 'floor_seq' THEN ?2 ELSE ?3 END
+            WHERE key IN ('head_seq', 'floor_seq', 'change_count')
+            """, name: "write meta")
+        changeSeqAtOffset = try c.prepare("SELECT seq FROM changes ORDER BY seq LIMIT 1 OFFSET ?1",
+                                          name: "find prune limit by count")
+        oldestChanges = try c.prepare("SELECT seq, time FROM changes ORDER BY seq LIMIT ?1",
+                                      name: "find prune limit by age")
+        deleteChangesThrough = try c.prepare("DELETE FROM changes WHERE seq <= ?1", name: "prune changes")
+        deleteOldIdempotency = try c.prepare("""
+            DELETE FROM idempotency WHERE key IN
+                (SELECT key FROM idempotency WHERE time < ?1 ORDER BY time LIMIT ?2)
+            """, name: "prune idempotency")
+    }
+
+    static func readMeta(_ connection: SQLiteConnection) throws(StoreError) -> Meta {
+        try readMeta(connection.prepare("SELECT key, value FROM meta", name: "read meta"))
+    }
+
+    /// Reads the meta rows with `statement` (`SELECT key, value FROM meta`).
+    static func readMeta(_ statement: SQLiteStatement) throws(StoreError) -> Meta {
+        defer { statement.reset() }
+        var meta = Meta(head: 0, floor: 0, changeCount: 0)
+        while try statement.step() {
+            switch statement.text(0) {
+            case "head_seq": meta.head = statement.int64(1)
+            case "floor_seq": meta.floor = statement.int64(1)
+            case "change_count": meta.changeCount = statement.int64(1)
+            default: break
+            }
+        }
+        return meta
+    }
+
+    var headSeq: Int64 { meta.head }
+
+    /// A pragma's value on the write connection (tests, before the writer starts).
+    func pragma(_ name: String) throws(StoreError) -> Int64 {
+        try connection.queryInt("PRAGMA \(name)")
+    }
+
+    // MARK: Lifecycle (writer thread)
+
+    func willRun() {
+        do throws(StoreError) {
+            try checkpointer.start()
+            // Order matters: the pragma installs SQLite's own WAL hook, which our hook then
+            // replaces (sqlite.org/c3ref/wal_autocheckpoint.html: the two "override each other").
+            try connection.execute("PRAGMA wal_autocheckpoint=0")
+            sqlite3_wal_hook(connection.db, { context, _, _, pages in
+                Unmanaged<SQLiteCheckpointer>.fromOpaque(context!).takeUnretainedValue().walDidGrow(pages: pages)
+                return SQLITE_OK
+            }, Unmanaged.passUnretained(checkpointer).toOpaque())
+        } catch {
+            // No checkpointer thread: SQLite's automatic checkpoints (still on) keep the WAL bounded.
+            diagnostics.withLock { d in
+                d.checkpointFailures += 1
+                d.lastCheckpointError = error
+            }
+        }
+    }
+
+    func finish() {
+        sqlite3_wal_hook(connection.db, nil, nil)
+        connection.close()
+        checkpointer.stop()
+    }
+
+    // MARK: Commits
+
+    func apply(_ units: ArraySlice<StoreUnit>) -> ApplyResult {
+        var attempt = 1
+        while true {
+            let result = applyOnce(units)
+            if case .failed(_, let error) = result, error.isBusy, attempt < Self.maxBusyAttempts {
+                attempt += 1
+                usleep(1_000)
+                continue
+            }
+            return result
+        }
+    }
+
+    private func applyOnce(_ units: ArraySlice<StoreUnit>) -> ApplyResult {
+        do throws(StoreError) {
+            try begin.run()
+        } catch {
+            return .failed(unitIndex: nil, error)
+        }
+        var next = meta
+        for index in units.indices {
+            do throws(StoreError) {
+                try apply(units[index], to: &next)
+            } catch {
+                rollBack()
+                // A busy database is nobody's fault: the whole batch is retried.
+                return .failed(unitIndex: error.isBusy ? nil : index, error)
+            }
+        }
+        do throws(StoreError) {
+            if next != meta { try write(next) }
+            if let hook = hooks.beforeCommit { hook(units.map(\.token)) }
+            try commit.run()
+        } catch {
+            rollBack()
+            return .failed(unitIndex: nil, error)
+        }
+        meta = next
+        return .committed(lastSeq: meta.head)
+    }
+
+    private func apply(_ unit: StoreUnit, to next: inout Meta) throws(StoreError) {
+        for index in unit.mutations.indices {
+            switch unit.mutations[index] {
+            case .putRecord(let record):
+                try upsertRecord.bind(1, text: record.name)
+                try upsertRecord.bind(2, record.version)
+                try upsertRecord.bind(3, record.seq)
+                try upsertRecord.bind(4, record.created)
+                try upsertRecord.bind(5, record.updated)
+                try upsertRecord.bind(6, blob: record.data)
+                try upsertRecord.run()
+            case .deleteRecord(let name):
+                try deleteRecord.bind(1, text: name)
+                try deleteRecord.run()
+            case .putList(let list):
+                try upsertList.bind(1, text: list.name)
+                try upsertList.bind(2, list.version)
+                try upsertList.bind(3, list.seq)
+                try upsertList.bind(4, list.created)
+                try upsertList.bind(5, list.updated)
+                try upsertList.bind(6, blob: ListEntriesCodec.encode(list.entries))
+                try upsertList.run()
+            case .deleteList(let name):
+                try deleteList.bind(1, text: name)
+                try deleteList.run()
+            }
+            if let error = hooks.afterMutation?(unit.token, index) { throw error }
+        }
+        for change in unit.changes {
+            try insertChange.bind(1, change.seq)
+            try insertChange.bind(2, change.time)
+            try insertChange.bind(3, change.kind.storedValue)
+            try insertChange.bind(4, text: change.name)
+            try insertChange.bind(5, blob: change.message)
+            try insertChange.run()
+            next.head = max(next.head, change.seq)
+            next.changeCount += 1
+        }
+        if let idempotency = unit.idempotency {
+            try upsertIdempotency.bind(1, text: idempotency.key)
+            try upsertIdempotency.bind(2, idempotency.seq)
+            try upsertIdempotency.bind(3, idempotency.time)
+            try upsertIdempotency.bind(4, blob: idempotency.response)
+            try upsertIdempotency.run()
+        }
+    }
+
+    private func write(_ meta: Meta) throws(StoreError) {
+        try writeMeta.bind(1, meta.head)
+        try writeMeta.bind(2, meta.floor)
+        try writeMeta.bind(3, meta.changeCount)
+        try writeMeta.run()
+    }
+
+    /// Ends a failed transaction. After some errors SQLite has rolled back
+    /// already ("If certain kinds of errors occur within a transaction, the
+    /// transaction may or may not be rolled back automatically",
+    /// sqlite.org/lang_transaction.html), hence the check.
+    private func rollBack() {
+        guard connection.inTransaction else { return }
+        do throws(StoreError) {
+            try rollback.run()
+        } catch {
+            // Nothing better to do: the next BEGIN will fail and report it.
+        }
+    }
+
+    // MARK: Retention
+
+    func maintain() -> Bool {
+        let countExcess = policy.excess(changeCount: Int(clamping: meta.changeCount))
+        let cutoffs = policy.ageCutoffs()
+        guard countExcess > 0 || cutoffs != nil else { return false }
+        var more = policy.excessNeedsMoreSteps(changeCount: Int(clamping: meta.changeCount))
+        var next = meta
+        var prunedIdempotency = 0
+        do throws(StoreError) {
+            try begin.run()
+            var through = meta.floor
+            if countExcess > 0 {
+                try changeSeqAtOffset.bind(1, Int64(countExcess - 1))
+                defer { changeSeqAtOffset.reset() }
+                if try changeSeqAtOffset.step() { through = max(through, changeSeqAtOffset.int64(0)) }
+            }
+            if let cutoffs {
+                // Oldest seq first, up to the first change young enough to stay: the log is
+                // pruned from its start only, so "every change after floor_seq" stays true.
+                let (oldThrough, scanned, reachedYoung) = try lastOldChange(before: cutoffs.changes)
+                if let oldThrough { through = max(through, oldThrough) }
+                try deleteOldIdempotency.bind(1, cutoffs.idempotency)
+                try deleteOldIdempotency.bind(2, Int64(RetentionPolicy.stepLimit))
+                try deleteOldIdempotency.run()
+                prunedIdempotency = Int(sqlite3_changes64(connection.db))
+                if (!reachedYoung && scanned == RetentionPolicy.stepLimit)
+                    || prunedIdempotency == RetentionPolicy.stepLimit {
+                    more = true
+                    policy.checkAgeAgainSoon()
+                }
+            }
+            if through > meta.floor {
+                try deleteChangesThrough.bind(1, through)
+                try deleteChangesThrough.run()
+                next.changeCount -= sqlite3_changes64(connection.db)
+                next.floor = through
+                try write(next)
+            }
+            try commit.run()
+        } catch {
+            rollBack()
+            diagnostics.withLock { d in
+                d.pruneFailures += 1
+                d.lastPruneError = error
+            }
+            return false
+        }
+        let prunedChanges = Int(meta.changeCount - next.changeCount)
+        meta = next
+        diagnostics.withLock { d in
+            d.pruneSteps += 1
+            d.prunedChanges += prunedChanges
+            d.prunedIdempotency += prunedIdempotency
+        }
+        return more
+    }
+
+    /// The seq of the last change in the run of oldest changes older than
+    /// `cutoff`, looking at `stepLimit` changes at most; how many were old;
+    /// whether a young one ended the run.
+    private func lastOldChange(before cutoff: Int64) throws(StoreError) -> (Int64?, Int, Bool) {
+        try oldestChanges.bind(1, Int64(RetentionPolicy.stepLimit))
+        defer { oldestChanges.reset() }
+        var last: Int64?
+        var scanned = 0
+        while try oldestChanges.step() {
+            guard oldestChanges.int64(1) < cutoff else { return (last, scanned, true) }
+            last = oldestChanges.int64(0)
+            scanned += 1
+        }
+        return (last, scanned, false)
+    }
+}
+
+extension EntityKind {
+    /// The `kind` column: 0 record, 1 list.
+    var storedValue: Int64 {
+        switch self {
+        case .record: 0
+        case .list: 1
+        }
+    }
+
+    init?(storedValue: Int64) {
+        switch storedValue {
+        case 0: self = .record
+        case 1: self = .list
+        default: return nil
+        }
+    }
+}
