@@ -1,0 +1,74 @@
+/// Reads a MemoryStore's tables under their lock: every call sees whole
+/// committed batches only.
+final class MemoryReader: StoreReading {
+    private let tables: Guarded<MemoryTables>
+
+    init(tables: Guarded<MemoryTables>) {
+        self.tables = tables
+    }
+
+    func record(_ name: String) throws(StoreError) -> StoredRecord? {
+        tables.withLock { $0.records[ByteName(name)] }
+    }
+
+    func list(_ name: String) throws(StoreError) -> StoredList? {
+        tables.withLock { $0.lists[ByteName(name)] }
+    }
+
+    func records(prefix: String, after: String?, limit: Int) throws(StoreError) -> [StoredRecord] {
+        let range = NameRange(prefix: prefix, after: after)
+        return tables.withLock { t in
+            Self.scan(t.recordNames, range, limit) { t.records[$0] }
+        }
+    }
+
+    func lists(prefix: String, after: String?, limit: Int) throws(StoreError) -> [StoredList] {
+        let range = NameRange(prefix: prefix, after: after)
+        return tables.withLock { t in
+            Self.scan(t.listNames, range, limit) { t.lists[$0] }
+        }
+    }
+
+    private static func scan<Value>(_ names: SortedNames, _ range: NameRange, _ limit: Int,
+                                    _ value: (ByteName) -> Value?) -> [Value] {
+        var result: [Value] = []
+        guard limit > 0, !range.isEmpty else { return result }
+        var index = names.firstIndex(notBelow: range.lower)
+        while index < names.names.count && result.count < limit {
+            let name = names.names[index]
+            if range.isPastEnd(name.string.utf8) { break }
+            if let found = value(name) { result.append(found) }
+            index += 1
+        }
+        return result
+    }
+
+    func changes(after: Int64, limit: Int) throws(StoreError) -> [StoredChange] {
+        tables.withLock { $0.changes.changes(after: after, limit: limit) }
+    }
+
+    func changes(after: Int64, kind: EntityKind, name: String, limit: Int) throws(StoreError) -> [StoredChange] {
+        let wanted = ByteName(name)
+        return tables.withLock { t in
+            t.changes.changes(after: after, limit: limit) { $0.kind == kind && ByteName($0.name) == wanted }
+        }
+    }
+
+    func changes(after: Int64, prefix: String, limit: Int) throws(StoreError) -> [StoredChange] {
+        let range = NameRange(prefix: prefix, after: nil)
+        return tables.withLock { t in
+            t.changes.changes(after: after, limit: limit) { $0.kind == .record && range.contains($0.name.utf8) }
+        }
+    }
+
+    func idempotency(_ key: String) throws(StoreError) -> StoredIdempotency? {
+        tables.withLock { $0.idempotency[ByteName(key)] }
+    }
+
+    func state() throws(StoreError) -> StoreState {
+        tables.withLock { t in
+            StoreState(headSeq: t.head, floorSeq: t.floor, recordCount: t.records.count, listCount: t.lists.count,
+                       changeCount: t.changes.count)
+        }
+    }
+}

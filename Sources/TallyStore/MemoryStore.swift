@@ -1,0 +1,45 @@
+/// The store without a disk, for tests and `--data :memory:`: the same
+/// tables in dictionaries and arrays, the same group committer on its own
+/// writer thread, the same retention. Code written against it behaves as it
+/// will with SQLiteStore; everything is gone when the process ends.
+public final class MemoryStore: Store {
+    private let tables: Guarded<MemoryTables>
+    private let committer: GroupCommitter
+    let diagnostics: Guarded<StoreDiagnostics>
+
+    /// - Parameters:
+    ///   - retention: how much change log and idempotency to keep.
+    ///   - clock: compared with change and idempotency times for age-based retention.
+    public convenience init(retention: StoreRetention = .init(), clock: StoreClock = .system) {
+        self.init(retention: retention, clock: clock, hooks: StoreTestHooks())
+    }
+
+    init(retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) {
+        let tables = Guarded(MemoryTables())
+        let diagnostics = Guarded(StoreDiagnostics())
+        self.tables = tables
+        self.diagnostics = diagnostics
+        committer = GroupCommitter(backend: MemoryWriter(tables: tables, diagnostics: diagnostics,
+                                                         retention: retention, clock: clock, hooks: hooks))
+    }
+
+    deinit {
+        committer.close()
+    }
+
+    public func makeReader() throws(StoreError) -> any StoreReading {
+        MemoryReader(tables: tables)
+    }
+
+    public func start(onCommit: @escaping @Sendable (CommitOutcome) -> Void) {
+        committer.start(onCommit: onCommit)
+    }
+
+    public func submit(_ unit: StoreUnit) {
+        committer.submit(unit)
+    }
+
+    public func close() {
+        committer.close()
+    }
+}

@@ -1,0 +1,99 @@
+import CSQLite
+
+/// Everything a MemoryStore holds, the same tables as the SQLite schema.
+/// Guarded by one lock; the writer changes it, readers read it.
+struct MemoryTables {
+    var records: [ByteName: StoredRecord] = [:]
+    var recordNames = SortedNames()
+    var lists: [ByteName: StoredList] = [:]
+    var listNames = SortedNames()
+    var changes = MemoryChangeLog()
+    var idempotency: [ByteName: StoredIdempotency] = [:]
+    var head: Int64 = 0
+    var floor: Int64 = 0
+
+    /// What to put back when a transaction fails.
+    private enum Undo {
+        case record(ByteName, StoredRecord?)
+        case list(ByteName, StoredList?)
+        case change(Int64)
+        case idempotency(ByteName, StoredIdempotency?)
+    }
+
+    /// Applies `units` all or nothing, like one SQLite transaction: on a
+    /// failing unit everything of the batch is undone.
+    mutating func apply(_ units: ArraySlice<StoreUnit>, hooks: StoreTestHooks) -> ApplyResult {
+        var undo: [Undo] = []
+        let (oldHead, oldFloor) = (head, floor)
+        for index in units.indices {
+            do throws(StoreError) {
+                try apply(units[index], hooks: hooks, undo: &undo)
+            } catch {
+                for step in undo.reversed() { revert(step) }
+                (head, floor) = (oldHead, oldFloor)
+                return .failed(unitIndex: index, error)
+            }
+        }
+        return .committed(lastSeq: head)
+    }
+
+    private mutating func apply(_ unit: StoreUnit, hooks: StoreTestHooks, undo: inout [Undo]) throws(StoreError) {
+        for index in unit.mutations.indices {
+            switch unit.mutations[index] {
+            case .putRecord(let record):
+                undo.append(.record(ByteName(record.name), setRecord(ByteName(record.name), record)))
+            case .deleteRecord(let name):
+                undo.append(.record(ByteName(name), setRecord(ByteName(name), nil)))
+            case .putList(let list):
+                undo.append(.list(ByteName(list.name), setList(ByteName(list.name), list)))
+            case .deleteList(let name):
+                undo.append(.list(ByteName(name), setList(ByteName(name), nil)))
+            }
+            if let error = hooks.afterMutation?(unit.token, index) { throw error }
+        }
+        for change in unit.changes {
+            try changes.insert(change)
+            undo.append(.change(change.seq))
+            head = max(head, change.seq)
+        }
+        if let entry = unit.idempotency {
+            let key = ByteName(entry.key)
+            undo.append(.idempotency(key, idempotency.updateValue(entry, forKey: key)))
+        }
+    }
+
+    private mutating func revert(_ step: Undo) {
+        switch step {
+        case .record(let name, let old): _ = setRecord(name, old)
+        case .list(let name, let old): _ = setList(name, old)
+        case .change(let seq): changes.remove(seq: seq)
+        case .idempotency(let key, let old): idempotency[key] = old
+        }
+    }
+
+    /// Sets or removes a record, keeping the sorted names in step; returns
+    /// the previous value.
+    private mutating func setRecord(_ name: ByteName, _ record: StoredRecord?) -> StoredRecord? {
+        let old: StoredRecord?
+        if let record {
+            old = records.updateValue(record, forKey: name)
+            if old == nil { recordNames.insert(name) }
+        } else {
+            old = records.removeValue(forKey: name)
+            if old != nil { recordNames.remove(name) }
+        }
+        return old
+    }
+
+    private mutating func setList(_ name: ByteName, _ list: StoredList?) -> StoredList? {
+        let old: StoredList?
+        if let list {
+            old = lists.updateValue(list, forKey: name)
+            if old == nil { listNames.insert(name) }
+        } else {
+            old = lists.removeValue(forKey: name)
+            if old != nil { listNames.remove(name) }
+        }
+        return old
+    }
+}

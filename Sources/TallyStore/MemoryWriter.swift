@@ -1,0 +1,68 @@
+/// The in-memory backend of the group committer: applies each batch to the
+/// tables under their lock (so readers see whole transactions or nothing)
+/// and prunes by the same policy as SQLite.
+final class MemoryWriter: CommitBackend {
+    private let tables: Guarded<MemoryTables>
+    private let diagnostics: Guarded<StoreDiagnostics>
+    private let hooks: StoreTestHooks
+    private var policy: RetentionPolicy
+    private(set) var headSeq: Int64 = 0
+
+    init(tables: Guarded<MemoryTables>, diagnostics: Guarded<StoreDiagnostics>, retention: StoreRetention,
+         clock: StoreClock, hooks: StoreTestHooks) {
+        self.tables = tables
+        self.diagnostics = diagnostics
+        self.hooks = hooks
+        policy = RetentionPolicy(retention: retention, clock: clock)
+    }
+
+    func willRun() {}
+
+    func finish() {}
+
+    func apply(_ units: ArraySlice<StoreUnit>) -> ApplyResult {
+        if let hook = hooks.beforeCommit { hook(units.map(\.token)) }
+        let result = tables.withLock { $0.apply(units, hooks: hooks) }
+        if case .committed(let lastSeq) = result { headSeq = lastSeq }
+        return result
+    }
+
+    func maintain() -> Bool {
+        let changeCount = tables.withLock { $0.changes.count }
+        let excess = policy.excess(changeCount: changeCount)
+        let cutoffs = policy.ageCutoffs()
+        guard excess > 0 || cutoffs != nil else { return false }
+        var more = policy.excessNeedsMoreSteps(changeCount: changeCount)
+        let limit = RetentionPolicy.stepLimit
+        let (prunedChanges, prunedIdempotency, ageLeft) = tables.withLock { t -> (Int, Int, Bool) in
+            var through = t.floor
+            if excess > 0, let seq = t.changes.seq(atOffset: excess - 1) { through = max(through, seq) }
+            var ageLeft = false
+            var prunedIdempotency = 0
+            if let cutoffs {
+                let (last, scanned, reachedYoung) = t.changes.lastOldChange(before: cutoffs.changes, maxCount: limit)
+                if let last { through = max(through, last) }
+                let old = t.idempotency.lazy.filter { $0.value.time < cutoffs.idempotency }.prefix(limit).map(\.key)
+                for key in old { t.idempotency[key] = nil }
+                prunedIdempotency = old.count
+                ageLeft = (!reachedYoung && scanned == limit) || prunedIdempotency == limit
+            }
+            var prunedChanges = 0
+            if through > t.floor {
+                prunedChanges = t.changes.removeThrough(through)
+                t.floor = through
+            }
+            return (prunedChanges, prunedIdempotency, ageLeft)
+        }
+        if ageLeft {
+            more = true
+            policy.checkAgeAgainSoon()
+        }
+        diagnostics.withLock { d in
+            d.pruneSteps += 1
+            d.prunedChanges += prunedChanges
+            d.prunedIdempotency += prunedIdempotency
+        }
+        return more
+    }
+}
