@@ -1,0 +1,162 @@
+@preconcurrency import Glibc
+import TallyTestSupport
+import Testing
+@testable import TallyStore
+
+/// What only the SQLite backend has: files, reopening, pragmas, checkpoints.
+@Suite struct SQLiteStoreTests {
+    @Test func reopeningKeepsEverything() throws {
+        let directory = try TemporaryDirectory(prefix: "tally-store")
+        do {
+            let h = try StoreHarness(.sqlite, directory: directory, retention: StoreRetention(maxChanges: 3))
+            try h.commit([.putRecord(record("r", version: 3)), .putList(list("l", ["x", "y"]))],
+                         changes: (1...6).map { change($0, .record, "r") },
+                         idempotency: StoredIdempotency(key: "k", seq: 6, time: testNow, response: [7]))
+            try h.sync()
+            h.store.close()
+        }
+        let h = try StoreHarness(.sqlite, directory: directory, retention: StoreRetention(maxChanges: 3))
+        #expect(try h.reader.record("r")?.version == 3)
+        #expect(try h.reader.list("l")?.entries == ["x", "y"])
+        #expect(try h.reader.idempotency("k")?.response == [7])
+        let state = try h.reader.state()
+        #expect(state.headSeq == 6)
+        #expect(state.floorSeq == 3)
+        #expect(state.changeCount == 3)
+        #expect(try h.reader.changes(after: 0, limit: 10).map(\.seq) == [4, 5, 6])
+        #expect(try h.commit(changes: [change(7, .record, "r")]).lastSeq == 7)
+    }
+
+    /// The files as a killed process leaves them (database + WAL, no -shm,
+    /// nothing checkpointed): every reported commit is there after recovery.
+    @Test func crashImageRecoversEveryReportedCommit() throws {
+        let h = try StoreHarness(.sqlite)
+        var last = CommitOutcome(tokens: [], lastSeq: 0, durationNanos: 0, error: nil)
+        for seq in Int64(1)...50 {
+            last = try h.commit([.putRecord(record("r\(seq)", seq: seq))], changes: [change(seq, .record, "r\(seq)")])
+        }
+        let image = try TemporaryDirectory(prefix: "tally-crash")
+        let source = try #require(h.directory).path + "/" + SQLiteStore.fileName
+        try copyFile(source, image.path + "/" + SQLiteStore.fileName)
+        try copyFile(source + "-wal", image.path + "/" + SQLiteStore.fileName + "-wal")
+
+        let recovered = try StoreHarness(.sqlite, directory: image)
+        #expect(try recovered.reader.state().headSeq == last.lastSeq)
+        #expect(try recovered.reader.state().recordCount == 50)
+        #expect(try recovered.reader.changes(after: 0, limit: 100).count == 50)
+    }
+
+    @Test(arguments: Durability.allCases)
+    func durabilityIsThePragma(durability: Durability) throws {
+        let h = try StoreHarness(.sqlite, durability: durability, start: false)
+        let store = try #require(h.store as? SQLiteStore)
+        let reader = try #require(h.reader as? SQLiteReader)
+        #expect(try reader.connection.queryInt("PRAGMA synchronous") == durability.synchronousLevel)
+        #expect(try reader.connection.queryText("PRAGMA journal_mode") == "wal")
+        #expect(try store.writerPragma("synchronous") == durability.synchronousLevel)
+        #expect(try store.writerPragma("busy_timeout") == Int64(SQLiteConnection.busyTimeoutMillis))
+        #expect(try reader.connection.queryInt("PRAGMA busy_timeout") == Int64(SQLiteConnection.busyTimeoutMillis))
+    }
+
+    @Test func freshFileIsAtTheLatestSchemaAndNewerIsRefused() throws {
+        let directory = try TemporaryDirectory(prefix: "tally-store")
+        do {
+            let h = try StoreHarness(.sqlite, directory: directory)
+            let reader = try #require(h.reader as? SQLiteReader)
+            #expect(try reader.connection.queryInt("PRAGMA user_version") == SQLiteSchema.latestVersion)
+            h.store.close()
+        }
+        let path = directory.path + "/" + SQLiteStore.fileName
+        let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        try raw.execute("PRAGMA user_version = \(SQLiteSchema.latestVersion + 1)")
+        raw.close()
+        #expect {
+            _ = try SQLiteStore(directory: directory.path)
+        } throws: { error in
+            "\(error)".contains("newer than this build")
+        }
+    }
+
+    @Test func createsMissingDirectoriesPrivately() throws {
+        let parent = try TemporaryDirectory(prefix: "tally-store")
+        let nested = parent.path + "/a/b"
+        let store = try SQLiteStore(directory: nested)
+        store.close()
+        var info = stat()
+        #expect(stat(nested, &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o700)
+        // TemporaryDirectory removes files only.
+        for file in ["", "-wal", "-shm"] { unlink(nested + "/" + SQLiteStore.fileName + file) }
+        rmdir(nested)
+        rmdir(parent.path + "/a")
+    }
+
+    /// Past 1000 WAL pages the writer signals the checkpointer; close
+    /// truncates the WAL.
+    @Test func checkpointsRunOffTheCommitPath() throws {
+        let h = try StoreHarness(.sqlite, durability: .off)
+        let blob = [UInt8](repeating: 0x41, count: 16_000)
+        for batch in 0..<30 {
+            let units = (0..<10).map { i in
+                var r = record("big/\(batch)/\(i)")
+                r.data = blob
+                return h.unit([.putRecord(r)])
+            }
+            try h.commit(units)
+        }
+        // 300 × 16 kB ≈ 1200 pages: at least one PASSIVE checkpoint was requested.
+        var waited = 0
+        while h.diagnostics.checkpoints == 0 && waited < 5_000 {
+            usleep(1_000)
+            waited += 1
+        }
+        #expect(h.diagnostics.checkpoints >= 1)
+        #expect(h.diagnostics.checkpointFailures == 0)
+        let wal = try #require(h.directory).path + "/" + SQLiteStore.fileName + "-wal"
+        h.store.close()
+        var info = stat()
+        #expect(stat(wal, &info) != 0 || info.st_size == 0, "the WAL is empty or gone after close")
+    }
+
+    /// Prefix scans are index ranges, not table scans.
+    @Test func prefixQueriesUseTheIndexes() throws {
+        let h = try StoreHarness(.sqlite, start: false)
+        let reader = try #require(h.reader as? SQLiteReader)
+        let records = try reader.connection.queryPlan(
+            "SELECT name FROM records WHERE name >= ?1 AND name < ?2 ORDER BY name LIMIT ?3")
+        #expect(records.contains("USING PRIMARY KEY (name>? AND name<?)"), "\(records)")
+        let changes = try reader.connection.queryPlan("""
+            SELECT seq FROM changes WHERE kind = 0 AND name >= ?1 AND name < ?2 AND seq > ?3 ORDER BY seq LIMIT ?4
+            """)
+        #expect(changes.contains("changes_by_entity"), "\(changes)")
+        let entity = try reader.connection.queryPlan(
+            "SELECT seq FROM changes WHERE kind = ?1 AND name = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4")
+        #expect(entity.contains("changes_by_entity (kind=? AND name=? AND seq>?)"), "\(entity)")
+    }
+}
+
+func copyFile(_ from: String, _ to: String) throws {
+    let input = open(from, O_RDONLY)
+    guard input >= 0 else { throw TestFailure("open \(from): errno \(errno)") }
+    defer { close(input) }
+    let output = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    guard output >= 0 else { throw TestFailure("open \(to): errno \(errno)") }
+    defer { close(output) }
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+        guard n > 0 else { break }
+        _ = buffer.withUnsafeBytes { write(output, $0.baseAddress, n) }
+    }
+}
+
+extension SQLiteConnection {
+    /// EXPLAIN QUERY PLAN's detail lines, joined.
+    func queryPlan(_ sql: String) throws -> String {
+        let statement = try prepare("EXPLAIN QUERY PLAN " + sql, name: "plan")
+        defer { statement.reset() }
+        var lines: [String] = []
+        while try statement.step() { lines.append(statement.text(3)) }
+        return lines.joined(separator: "; ")
+    }
+}

@@ -1,0 +1,232 @@
+@preconcurrency import Glibc
+import TallyTestSupport
+import Testing
+@testable import TallyStore
+
+/// The two backends every contract test runs against.
+enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case sqlite
+    case memory
+
+    var testDescription: String { rawValue }
+}
+
+/// Collects commit outcomes from the writer thread and lets the test thread
+/// wait for tokens (with a deadline, never a sleep).
+final class CommitRecorder: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var outcomes: [CommitOutcome] = []
+    private var byToken: [UInt64: CommitOutcome] = [:]
+
+    init() {
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition.initialize(to: pthread_cond_t())
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    func record(_ outcome: CommitOutcome) {
+        pthread_mutex_lock(mutex)
+        outcomes.append(outcome)
+        for token in outcome.tokens { byToken[token] = outcome }
+        pthread_cond_broadcast(condition)
+        pthread_mutex_unlock(mutex)
+    }
+
+    var all: [CommitOutcome] {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return outcomes
+    }
+
+    /// The outcome of each token, once all have one; fails after `seconds`.
+    func wait(for tokens: [UInt64], seconds: Int = 10) throws -> [CommitOutcome] {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        deadline.tv_sec += seconds
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while !tokens.allSatisfy({ byToken[$0] != nil }) {
+            if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT {
+                throw TestFailure("no outcome for tokens \(tokens.filter { byToken[$0] == nil }.prefix(5))…")
+            }
+        }
+        return tokens.map { byToken[$0]! }
+    }
+}
+
+/// A one-shot latch: `open()` once, `wait()` from any thread.
+final class Latch: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var isOpen = false
+
+    init() {
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition.initialize(to: pthread_cond_t())
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    func open() {
+        pthread_mutex_lock(mutex)
+        isOpen = true
+        pthread_cond_broadcast(condition)
+        pthread_mutex_unlock(mutex)
+    }
+
+    func wait(seconds: Int = 10) throws {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        deadline.tv_sec += seconds
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while !isOpen {
+            if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { throw TestFailure("latch timed out") }
+        }
+    }
+}
+
+/// A clock the test moves by hand.
+final class ManualClock: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private var millis: Int64
+
+    init(_ millis: Int64) {
+        self.millis = millis
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    var now: Int64 {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return millis
+    }
+
+    func advance(seconds: Int64) {
+        pthread_mutex_lock(mutex)
+        millis += seconds * 1_000
+        pthread_mutex_unlock(mutex)
+    }
+
+    var storeClock: StoreClock { StoreClock { [self] in now } }
+}
+
+/// One store of either backend, started, with a reader and a recorder.
+final class StoreHarness {
+    let backend: Backend
+    let directory: TemporaryDirectory?
+    let store: any Store
+    let reader: any StoreReading
+    let recorder = CommitRecorder()
+    private var nextToken: UInt64 = 1
+
+    init(_ backend: Backend, directory: TemporaryDirectory? = nil, durability: Durability = .full,
+         retention: StoreRetention = .init(), clock: StoreClock = .system, hooks: StoreTestHooks = .init(),
+         start: Bool = true) throws {
+        self.backend = backend
+        switch backend {
+        case .sqlite:
+            let directory = try directory ?? TemporaryDirectory(prefix: "tally-store")
+            self.directory = directory
+            store = try SQLiteStore(directory: directory.path, durability: durability, retention: retention,
+                                    clock: clock, hooks: hooks)
+        case .memory:
+            self.directory = nil
+            store = MemoryStore(retention: retention, clock: clock, hooks: hooks)
+        }
+        reader = try store.makeReader()
+        if start { startWriter() }
+    }
+
+    deinit {
+        store.close()
+    }
+
+    func startWriter() {
+        store.start { [recorder] in recorder.record($0) }
+    }
+
+    var diagnostics: StoreDiagnostics {
+        switch store {
+        case let store as SQLiteStore: store.diagnostics.withLock { $0 }
+        case let store as MemoryStore: store.diagnostics.withLock { $0 }
+        default: StoreDiagnostics()
+        }
+    }
+
+    func token() -> UInt64 {
+        defer { nextToken += 1 }
+        return nextToken
+    }
+
+    func unit(_ mutations: [StoreMutation] = [], changes: [StoredChange] = [],
+              idempotency: StoredIdempotency? = nil) -> StoreUnit {
+        StoreUnit(mutations: mutations, changes: changes, idempotency: idempotency, token: token())
+    }
+
+    /// Submits the units and waits for all their outcomes.
+    @discardableResult
+    func commit(_ units: [StoreUnit]) throws -> [CommitOutcome] {
+        for unit in units { store.submit(unit) }
+        return try recorder.wait(for: units.map(\.token))
+    }
+
+    /// Commits one unit and fails the test if it failed.
+    @discardableResult
+    func commit(_ mutations: [StoreMutation] = [], changes: [StoredChange] = [],
+                idempotency: StoredIdempotency? = nil) throws -> CommitOutcome {
+        let outcome = try commit([unit(mutations, changes: changes, idempotency: idempotency)])[0]
+        if let error = outcome.error { throw error }
+        return outcome
+    }
+
+    /// Waits until everything submitted before has committed and the
+    /// retention step after it has run: the writer prunes after reporting a
+    /// commit, so a second empty unit is needed to see the prune finished.
+    func sync() throws {
+        try commit()
+        try commit()
+    }
+}
+
+// MARK: Values
+
+/// Times in test values: now, so that the default age retention (7 days,
+/// idempotency 24 h) keeps them.
+let testNow: Int64 = StoreClock.system.now()
+
+func record(_ name: String, version: Int64 = 1, seq: Int64 = 1) -> StoredRecord {
+    StoredRecord(name: name, version: version, seq: seq, created: 1_000 + seq, updated: 2_000 + seq,
+                 data: Array("{\"name\":\"\(name)\",\"v\":\(version)}".utf8))
+}
+
+func list(_ name: String, _ entries: [String], version: Int64 = 1, seq: Int64 = 1) -> StoredList {
+    StoredList(name: name, version: version, seq: seq, created: 1_000 + seq, updated: 2_000 + seq, entries: entries)
+}
+
+func change(_ seq: Int64, _ kind: EntityKind = .record, _ name: String, time: Int64 = testNow) -> StoredChange {
+    StoredChange(seq: seq, time: time, kind: kind, name: name,
+                 message: Array("{\"op\":\"change\",\"seq\":\(seq),\"name\":\"\(name)\"}".utf8))
+}
