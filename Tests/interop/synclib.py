@@ -66,7 +66,7 @@ class SyncClient:
         self.server = server
         self.timeout = timeout
         options = dict(open_timeout=timeout, close_timeout=2, ping_interval=None, max_size=None,
-                       compression=compression, max_queue=None)
+                       compression=compression, max_queue=None, legacy=True)
         if server.tls:
             options["ssl"] = ssl_context
         self.ws = connect(server.ws_url(WS_PATH), **options)
