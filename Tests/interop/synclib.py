@@ -380,15 +380,3 @@ def apply_push(records: dict[str, dict], push: dict) -> None:
         raise AssertionError(f"unknown record change kind: {push}")
     record["version"] = push["version"]
 
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7396 MergePatch, as the RFC's pseudo-code says."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result

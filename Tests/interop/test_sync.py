@@ -11,14 +11,12 @@ arrives after every push due to a write acknowledged before it was sent
 from __future__ import annotations
 
 import copy
-import random
 import threading
 import time
 
 import pytest
 
-from synclib import (NO_ID, apply_push, check_push_shape, expect_error, fresh_head,
-                     merge_patch, set_at, without_id)
+from synclib import NO_ID, apply_push, check_push_shape, expect_error, without_id
 
 
 def seqs(pushes) -> list[int]:
