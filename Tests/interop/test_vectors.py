@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from contextlib import ExitStack
 from functools import lru_cache
 from pathlib import Path
 
@@ -488,14 +489,17 @@ class Replay:
         self.server = server
         self.vector_name = vector_name
         self.clients: dict[str, object] = {}
+        self.contexts: dict[str, ExitStack] = {}
         self.pending: dict[str, deque] = {}
         self.transcript: list[str] = []
 
     def client(self, name: str):
         if name not in self.clients:
-            self.clients[name] = connect(self.url, open_timeout=EXPECT_TIMEOUT,
-                                         close_timeout=EXPECT_TIMEOUT, ping_interval=None,
-                                         max_size=None, compression=None)
+            stack = ExitStack()
+            self.clients[name] = stack.enter_context(connect(
+                self.url, open_timeout=EXPECT_TIMEOUT, close_timeout=EXPECT_TIMEOUT,
+                ping_interval=None, max_size=None, compression=None))
+            self.contexts[name] = stack
             self.pending[name] = deque()
             self.transcript.append(f"   {name}: (connected)")
         return self.clients[name]
@@ -518,9 +522,10 @@ class Replay:
         for index, step in enumerate(steps):
             name = step["client"]
             if "close" in step:
-                ws = self.clients.pop(name, None)
-                if ws is not None:
-                    ws.close()
+                self.clients.pop(name, None)
+                stack = self.contexts.pop(name, None)
+                if stack is not None:
+                    stack.close()
                 self.pending.pop(name, None)
                 self.transcript.append(f"{index:>3} {name}: (closed)")
                 continue
@@ -569,8 +574,9 @@ class Replay:
                                        f"(Protocol/schema.json):\n    " + "\n    ".join(errors), frame)
 
     def close(self) -> None:
-        for ws in self.clients.values():
-            ws.close()
+        for stack in self.contexts.values():
+            stack.close()
+        self.contexts.clear()
         self.clients.clear()
 
 
