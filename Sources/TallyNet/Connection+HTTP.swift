@@ -172,7 +172,7 @@ extension HTTPResponse {
         switch status.code {
         case 400: "bad_request"
         case 408: "request_timeout"
-        case 413: "payload_too_large"
+        case 413: "too_large"
         case 414: "uri_too_long"
         case 431: "headers_too_large"
         case 501: "not_implemented"

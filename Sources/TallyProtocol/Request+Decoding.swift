@@ -108,9 +108,17 @@ struct Fields {
         return name
     }
 
+    /// A path into a record: its first segment is a key, since a record's
+    /// data is an object.
     func path(_ field: String = "path") throws(ProtocolError) -> RecordPath? {
         guard let text = try string(field) else { return nil }
-        do { return try RecordPath(parsing: text) } catch { throw .path(error, field: field) }
+        let path: RecordPath
+        do { path = try RecordPath(parsing: text) } catch { throw .path(error, field: field) }
+        if case .index? = path.segments.first {
+            throw ProtocolError(.badPath, "\"\(field)\" must start with a key (a record's data is an object), e.g. \"items[0]\"",
+                                details: ["field": .string(field), "offset": 0])
+        }
+        return path
     }
 
     func requiredPath() throws(ProtocolError) -> RecordPath {

@@ -36,10 +36,9 @@ extension HubCore {
                     guard let record = try cache.record(write.name) else {
                         throw ProtocolError(.notFound, "no record named \"\(write.name)\"")
                     }
-                    let created = result.changes.first.map { change in
-                        if case .record(let before, _, _) = change.target { return before == nil }
-                        return false
-                    } ?? false
+                    // Version 1 only ever comes from creating the record, so a
+                    // retried key answers 201 exactly when the first did.
+                    let created = result.reply["version"] == .number(JSONNumber(1))
                     respond(call, created ? .created : .ok, record.envelope(), etag: record.version,
                             after: max(result.seq, record.seq))
                 }

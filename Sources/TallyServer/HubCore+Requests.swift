@@ -113,9 +113,10 @@ extension HubCore {
     /// Current records under `prefix` in name order: the store's committed
     /// rows with the cache's newer states laid over them.
     func records(prefix: String, after: String?, limit: Int) throws(ProtocolError) -> ([RecordState], Bool) {
+        // One row past the page says whether more follow.
         let stored: [StoredRecord]
-        do { stored = try cache.reader.records(prefix: prefix, after: after, limit: limit) } catch { throw .storage(error) }
-        let full = stored.count == limit
+        do { stored = try cache.reader.records(prefix: prefix, after: after, limit: limit + 1) } catch { throw .storage(error) }
+        let storedMore = stored.count > limit
         var result: [RecordState] = []
         result.reserveCapacity(stored.count)
         var seen = Set<String>()
@@ -127,15 +128,15 @@ extension HubCore {
                 result.append(try RecordState(stored: row))
             }
         }
-        let last = stored.last?.name
+        let boundary = storedMore ? stored.last?.name : nil
         for name in cache.pendingRecordNames(prefix: prefix) where !seen.contains(name) {
             if let after, !after.utf8.lexicographicallyPrecedes(name.utf8) { continue }
-            if full, let last, !name.utf8.lexicographicallyPrecedes(last.utf8) { continue }
+            if let boundary, !name.utf8.lexicographicallyPrecedes(boundary.utf8) { continue }
             seen.insert(name)
             if let state = cache.records[name]?.state { result.append(state) }
         }
         result.sort { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
-        var more = full
+        var more = storedMore
         if result.count > limit {
             result.removeLast(result.count - limit)
             more = true

@@ -81,13 +81,11 @@ enum REST {
         return result
     }
 
-    /// A validated record or list name from a path parameter.
+    /// A validated record or list name from a path parameter (the HTTP
+    /// parser has already decoded `%XX` escapes in the path).
     static func name(_ raw: String, field: String) throws(ProtocolError) -> String {
-        guard let name = percentDecoded(Substring(raw)) else {
-            throw ProtocolError(.badName, "\(field) has a broken %-escape", details: ["field": .string(field)])
-        }
-        try Names.validate(name, field: field)
-        return name
+        try Names.validate(raw, field: field)
+        return raw
     }
 
     /// The request body as JSON.
