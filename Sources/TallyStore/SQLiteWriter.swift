@@ -40,6 +40,7 @@ final class SQLiteWriter: CommitBackend {
     private let changeSeqAtOffset: SQLiteStatement
     private let oldestChanges: SQLiteStatement
     private let deleteChangesThrough: SQLiteStatement
+    private let countAllChanges: SQLiteStatement
     private let deleteOldIdempotency: SQLiteStatement
 
     init(connection: SQLiteConnection, checkpointer: SQLiteCheckpointer, diagnostics: Guarded<StoreDiagnostics>,
@@ -84,6 +85,7 @@ final class SQLiteWriter: CommitBackend {
         oldestChanges = try c.prepare("SELECT seq, time FROM changes ORDER BY seq LIMIT ?1",
                                       name: "find prune limit by age")
         deleteChangesThrough = try c.prepare("DELETE FROM changes WHERE seq <= ?1", name: "prune changes")
+        countAllChanges = try c.prepare("SELECT count(*) FROM changes", name: "count changes")
         deleteOldIdempotency = try c.prepare("""
             DELETE FROM idempotency WHERE key IN
                 (SELECT key FROM idempotency WHERE time < ?1 ORDER BY time LIMIT ?2)
@@ -262,13 +264,19 @@ final class SQLiteWriter: CommitBackend {
         var more = policy.excessNeedsMoreSteps(changeCount: Int(clamping: meta.changeCount))
         var next = meta
         var prunedIdempotency = 0
+        var prunedChanges = 0
         do throws(StoreError) {
             try begin.run()
             var through = meta.floor
             if countExcess > 0 {
-                try changeSeqAtOffset.bind(1, Int64(countExcess - 1))
-                defer { changeSeqAtOffset.reset() }
-                if try changeSeqAtOffset.step() { through = max(through, changeSeqAtOffset.int64(0)) }
+                if let seq = try changeSeq(atOffset: countExcess - 1) {
+                    through = max(through, seq)
+                } else {
+                    // Fewer rows than change_count says: repair the count (O(n), once) instead of
+                    // coming back after every commit.
+                    next.changeCount = try countChanges()
+                    try write(next)
+                }
             }
             if let cutoffs {
                 // Oldest seq first, up to the first change young enough to stay: the log is
@@ -288,7 +296,8 @@ final class SQLiteWriter: CommitBackend {
             if through > meta.floor {
                 try deleteChangesThrough.bind(1, through)
                 try deleteChangesThrough.run()
-                next.changeCount -= sqlite3_changes64(connection.db)
+                prunedChanges = Int(sqlite3_changes64(connection.db))
+                next.changeCount -= Int64(prunedChanges)
                 next.floor = through
                 try write(next)
             }
@@ -301,7 +310,6 @@ final class SQLiteWriter: CommitBackend {
             }
             return false
         }
-        let prunedChanges = Int(meta.changeCount - next.changeCount)
         meta = next
         diagnostics.withLock { d in
             d.pruneSteps += 1
@@ -309,6 +317,17 @@ final class SQLiteWriter: CommitBackend {
             d.prunedIdempotency += prunedIdempotency
         }
         return more
+    }
+
+    private func changeSeq(atOffset offset: Int) throws(StoreError) -> Int64? {
+        try changeSeqAtOffset.bind(1, Int64(offset))
+        defer { changeSeqAtOffset.reset() }
+        return try changeSeqAtOffset.step() ? changeSeqAtOffset.int64(0) : nil
+    }
+
+    private func countChanges() throws(StoreError) -> Int64 {
+        defer { countAllChanges.reset() }
+        return try countAllChanges.step() ? countAllChanges.int64(0) : 0
     }
 
     /// The seq of the last change in the run of oldest changes older than

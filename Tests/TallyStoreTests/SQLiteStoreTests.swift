@@ -91,6 +91,26 @@ import Testing
         rmdir(parent.path + "/a")
     }
 
+    /// A change_count that disagrees with the table is repaired once by the
+    /// first prune that notices, not retried after every commit.
+    @Test func wrongChangeCountIsRepaired() throws {
+        let directory = try TemporaryDirectory(prefix: "tally-store")
+        do {
+            let h = try StoreHarness(.sqlite, directory: directory)
+            try h.commit(changes: [change(1, .record, "a"), change(2, .record, "b"), change(3, .record, "c")])
+            h.store.close()
+        }
+        let raw = try SQLiteConnection(path: directory.path + "/" + SQLiteStore.fileName, role: .writer, durability: .full)
+        try raw.execute("UPDATE meta SET value = 1000 WHERE key = 'change_count'")
+        raw.close()
+        let h = try StoreHarness(.sqlite, directory: directory, retention: StoreRetention(maxChanges: 10))
+        try h.sync()
+        #expect(try h.reader.state().changeCount == 3)
+        #expect(try h.reader.state().floorSeq == 0)
+        #expect(try h.reader.changes(after: 0, limit: 10).count == 3)
+        #expect(h.diagnostics.pruneFailures == 0)
+    }
+
     /// Past 1000 WAL pages the writer signals the checkpointer; close
     /// truncates the WAL.
     @Test func checkpointsRunOffTheCommitPath() throws {

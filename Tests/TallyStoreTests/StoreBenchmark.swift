@@ -6,7 +6,7 @@ import Testing
 /// Throughput by hand: `TALLY_STORE_BENCH=1 swift test -c release --filter StoreBenchmark`.
 /// Skipped otherwise. `TALLY_STORE_BENCH_OPEN=1000000` also times reopening a
 /// store with that many records.
-@Suite struct StoreBenchmark {
+@Suite(.serialized) struct StoreBenchmark {
     static let enabled = getenv("TALLY_STORE_BENCH") != nil
 
     /// 100k small units (a record and a change each) from 4 threads, each
