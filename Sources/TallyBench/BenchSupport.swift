@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Dispatch
+import TallyNet
 
 /// Monotonic nanoseconds.
 func nanos() -> UInt64 {
@@ -68,6 +69,8 @@ public func renderTable(_ rows: [[String]]) -> String {
 }
 
 public func format(_ value: Double, _ digits: Int = 1) -> String {
+    guard value.isFinite else { return "n/a" }
+    if digits <= 0 { return String(Int(value.rounded())) }
     var scale = 1.0
     for _ in 0..<digits { scale *= 10 }
     let rounded = (value * scale).rounded() / scale
@@ -77,4 +80,85 @@ public func format(_ value: Double, _ digits: Int = 1) -> String {
         if decimals < digits { text += String(repeating: "0", count: digits - decimals) }
     }
     return text
+}
+
+/// Carries a loop-confined object (a socket, a handler) to other threads,
+/// which only hand it back to its loop with `execute`.
+struct LoopBound<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+/// Opens `count` WebSocket client connections across `group`, at most
+/// `concurrency` handshakes in flight, and waits for all of them. Returns the
+/// open sockets (each with its loop) and the first failure, if any.
+func openConnections(
+    count: Int, url: String, group: EventLoopGroup, concurrency: Int = 200, options: WebSocketOptions,
+    subprotocols: [String] = [], makeHandler: @escaping @Sendable (Int, WebSocket) -> any WebSocketHandler
+) -> (sockets: [LoopBound<WebSocket>], failed: Int, firstError: ClientError?) {
+    let slots = DispatchSemaphore(value: concurrency)
+    let finished = DispatchGroupCounter(count: count)
+    let tally = Locked<(sockets: [LoopBound<WebSocket>], failed: Int, firstError: ClientError?)>(([], 0, nil))
+    for index in 0..<count {
+        slots.wait()
+        WebSocketClient.connect(to: url, on: group.next(), options: options, subprotocols: subprotocols,
+                                handler: { socket in makeHandler(index, socket) }) { result in
+            tally.withLock { t in
+                switch result {
+                case .success(let socket): t.sockets.append(LoopBound(socket))
+                case .failure(let error): t.failed += 1; if t.firstError == nil { t.firstError = error }
+                }
+            }
+            slots.signal()
+            finished.leave()
+        }
+    }
+    finished.wait()
+    return tally.withLock { $0 }
+}
+
+/// Polls `condition` every 2 ms until it holds or `seconds` pass; returns whether it held.
+func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = nanos() + UInt64(seconds * 1e9)
+    while !condition() {
+        if nanos() >= deadline { return false }
+        usleep(2_000)
+    }
+    return true
+}
+
+/// The integer after the first `"t":` in a JSON text (the benchmarks' send
+/// timestamp), or nil. A byte scan, not a parser: cheap enough not to load
+/// the client.
+func scanTimestamp(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
+    let n = bytes.count
+    guard n >= 5 else { return nil }
+    var i = 0
+    while i + 4 < n {
+        if bytes[i] == 0x22, bytes[i + 1] == 0x74, bytes[i + 2] == 0x22, bytes[i + 3] == 0x3A {
+            var j = i + 4
+            while j < n, bytes[j] == 0x20 { j += 1 }
+            var value: UInt64 = 0
+            var digits = 0
+            while j < n, bytes[j] >= 0x30, bytes[j] <= 0x39 {
+                value = value &* 10 &+ UInt64(bytes[j] - 0x30)
+                j += 1
+                digits += 1
+            }
+            return digits > 0 ? value : nil
+        }
+        i += 1
+    }
+    return nil
+}
+
+/// A small xorshift generator (deterministic per seed, no locking).
+struct XorShift {
+    var state: UInt64
+    init(seed: UInt64) { state = seed == 0 ? 0x9E37_79B9_7F4A_7C15 : seed }
+    mutating func next() -> UInt64 {
+        state ^= state << 13; state ^= state >> 7; state ^= state << 17
+        return state
+    }
+    mutating func next(below bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }
