@@ -8,6 +8,9 @@ enum BenchCommand {
     static let help = """
     Usage: tally bench echo [options]
            tally bench connections [options]
+           tally bench fanout [options]
+           tally bench writes [options]
+           tally bench startup [options]
 
     echo          round trips against a WebSocket echo endpoint: latency and messages/s
       --url URL             (default ws://127.0.0.1:8080/echo)
@@ -28,6 +31,42 @@ enum BenchCommand {
       --compression         offer permessage-deflate (idle connections should
                             still hold no zlib memory)
       --insecure            for wss:// URLs: accept any certificate
+
+    fanout        S subscribers, one publisher sending U updates/s for D seconds;
+                  latency (send → receipt, CLOCK_MONOTONIC) and the broker's CPU
+                  per delivered message. Each broker runs as a child process:
+                  Tally (this binary, `serve`) and Mosquitto as the baseline.
+      --subscribers LIST    subscriber counts (default 100,1000)
+      --rate U              updates per second (default 100)
+      --seconds D           publishing time (default 10)
+      --mode LIST           events, records and/or record-per-sub (default events)
+                              events: Tally publish to a topic; MQTT PUBLISH
+                              records: Tally set of one record all follow;
+                                MQTT retained PUBLISH
+                              record-per-sub: each subscriber its own record
+                                (topic), the publisher rotates over them
+      --broker LIST         tally and/or mosquitto (default tally,mosquitto)
+      --drain SECONDS       wait for late messages after the last update; later
+                            ones count as lost (default 2)
+      --threads N           subscriber event-loop threads (default 1)
+      --compression         offer permessage-deflate (pushes then compressed per connection)
+
+    writes        W writer connections in a closed loop of `set` + acknowledgement
+                  against a Tally hub child with a fresh store: acknowledged
+                  writes/s, acknowledgement latency, hub CPU per write
+      --writers LIST        writer counts (default 1,10,100)
+      --seconds D           measuring time per count (default 10)
+      --durability MODE     the hub's --durability: full (default), normal or off
+      --records N           write random records among N shared by all writers
+                            (default: each writer cycles over its own 1000)
+      --threads N           client event-loop threads (default 1)
+
+    startup       fills a store with N records, stops the hub, then times
+                  `tally serve` from exec to "listening" and to the first `get`
+      --records N           records (default 1000000)
+      --starts K            timed starts; the median is reported (default 3)
+      --connections C       filling connections (default 4)
+      --fill-durability M   --durability while filling (default full)
     """
 
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
@@ -35,7 +74,10 @@ enum BenchCommand {
         switch which {
         case "echo": return try echo(args.dropFirst())
         case "connections": return try connections(args.dropFirst())
-        default: throw UsageError(message: "unknown benchmark '\(which)': use echo or connections")
+        case "fanout": return try fanout(args.dropFirst())
+        case "writes": return try writes(args.dropFirst())
+        case "startup": return try startup(args.dropFirst())
+        default: throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, writes or startup")
         }
     }
 
@@ -99,6 +141,176 @@ enum BenchCommand {
             return r.failed == 0 ? 0 : 1
         } catch {
             printError("\(error)")
+            return 1
+        }
+    }
+
+    private static func progress(_ line: String) { fputs("  \(line)\n", stderr) }
+
+    /// A comma-separated list of whole numbers in `range`.
+    private static func intList(_ a: Arguments, _ name: String, default value: [Int],
+                                in range: ClosedRange<Int>) throws(UsageError) -> [Int] {
+        guard let text = a.string(name) else { return value }
+        var list: [Int] = []
+        for part in text.split(separator: ",") {
+            guard let n = Int(part), range.contains(n) else {
+                throw UsageError(message: "--\(name) takes numbers from \(range.lowerBound) to \(range.upperBound) separated by commas, not '\(text)'")
+            }
+            list.append(n)
+        }
+        guard !list.isEmpty else { throw UsageError(message: "--\(name) needs at least one number") }
+        return list
+    }
+
+    private static func seconds(_ a: Arguments, _ name: String, default value: Double) throws(UsageError) -> Double {
+        guard let text = a.string(name) else { return value }
+        guard let s = Double(text), s >= 0, s <= 86_400 else {
+            throw UsageError(message: "--\(name) must be a number of seconds, not '\(text)'")
+        }
+        return s
+    }
+
+    private static func fanout(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+        let a = try Arguments(args, command: "bench fanout",
+                              valued: ["subscribers", "rate", "seconds", "mode", "broker", "drain", "threads"],
+                              flags: ["compression", "help"])
+        if a.flag("help") { print(help); return 0 }
+        try a.noPositionals("bench fanout")
+        let counts = try intList(a, "subscribers", default: [100, 1000], in: 1...20_000)
+        let rate = try a.int("rate", in: 1...100_000) ?? 100
+        let duration = try seconds(a, "seconds", default: 10)
+        let drain = try seconds(a, "drain", default: 2)
+        let threads = try a.int("threads", in: 1...64) ?? 1
+        var modes: [FanoutBenchmark.Mode] = []
+        for name in (a.string("mode") ?? "events").split(separator: ",") {
+            guard let mode = FanoutBenchmark.Mode(rawValue: String(name)) else {
+                throw UsageError(message: "--mode takes events, records or record-per-sub, not '\(name)'")
+            }
+            modes.append(mode)
+        }
+        var brokers: [BrokerProcess.Kind] = []
+        for name in (a.string("broker") ?? "tally,mosquitto").split(separator: ",") {
+            guard let broker = BrokerProcess.Kind(rawValue: String(name)) else {
+                throw UsageError(message: "--broker takes tally and/or mosquitto, not '\(name)'")
+            }
+            brokers.append(broker)
+        }
+        raiseDescriptorLimit()
+        var rows: [[String]] = [["broker", "mode", "subscribers", "updates/s", "expected", "delivered", "loss %",
+                                 "p50 (ms)", "p99 (ms)", "max (ms)", "broker CPU (s)", "CPU/msg (µs)", "Tally ÷ Mosquitto"]]
+        var failed = false
+        for mode in modes {
+            for count in counts {
+                var results: [FanoutBenchmark.Result] = []
+                for broker in brokers {
+                    var bench = FanoutBenchmark(broker: broker, mode: mode)
+                    bench.subscribers = count
+                    bench.rate = rate
+                    bench.seconds = duration
+                    bench.drainSeconds = drain
+                    bench.threads = threads
+                    bench.compression = a.flag("compression")
+                    do {
+                        let r = try bench.run(log: progress)
+                        if r.publisherErrors > 0 || r.unparsed > 0 || r.droppedConnections > 0 {
+                            progress("\(r.publisherErrors) publisher errors, \(r.unparsed) unparsed messages, \(r.droppedConnections) connections dropped by the broker")
+                        }
+                        if r.publishSeconds > duration * 1.05 + 0.1 {
+                            progress("publishing took \(format(r.publishSeconds, 2)) s instead of \(format(duration, 2)) s (the publisher fell behind)")
+                        }
+                        results.append(r)
+                    } catch {
+                        printError("fanout \(broker.rawValue) \(mode.rawValue) \(count): \(error)")
+                        failed = true
+                    }
+                }
+                let mosquitto = results.first { $0.broker == .mosquitto }
+                for r in results {
+                    var ratio = ""
+                    if r.broker == .tally, let m = mosquitto { ratio = format(r.cpuMicrosPerDelivery / m.cpuMicrosPerDelivery, 2) + "×" }
+                    rows.append([r.broker.rawValue, r.mode.rawValue, String(r.subscribers), String(r.rate),
+                                 String(r.expected), String(r.delivered), format(r.lossPercent, 2),
+                                 format(r.latency.p50 / 1000, 2), format(r.latency.p99 / 1000, 2),
+                                 format(r.latency.max / 1000, 1), format(r.brokerCPUSeconds, 2),
+                                 format(r.cpuMicrosPerDelivery, 2), ratio])
+                }
+            }
+        }
+        print(renderTable(rows), terminator: "")
+        return failed ? 1 : 0
+    }
+
+    private static func writes(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+        let a = try Arguments(args, command: "bench writes",
+                              valued: ["writers", "seconds", "durability", "records", "threads"], flags: ["help"])
+        if a.flag("help") { print(help); return 0 }
+        try a.noPositionals("bench writes")
+        let counts = try intList(a, "writers", default: [1, 10, 100], in: 1...10_000)
+        let duration = try seconds(a, "seconds", default: 10)
+        let durability = a.string("durability") ?? "full"
+        guard ["full", "normal", "off"].contains(durability) else {
+            throw UsageError(message: "--durability must be full, normal or off, not '\(durability)'")
+        }
+        let records = try a.int("records", in: 1...100_000_000)
+        let threads = try a.int("threads", in: 1...64) ?? 1
+        raiseDescriptorLimit()
+        var rows: [[String]] = [["writers", "records", "durability", "acked writes", "errors", "writes/s", "p50 (ms)",
+                                 "p99 (ms)", "max (ms)", "hub CPU (s)", "CPU/write (µs)", "commits", "writes/commit",
+                                 "mean commit (ms)"]]
+        var failed = false
+        for count in counts {
+            var bench = WriteBenchmark()
+            bench.writers = count
+            bench.seconds = duration
+            bench.durability = durability
+            bench.records = records
+            bench.threads = threads
+            do {
+                let r = try bench.run(log: progress)
+                let perCommit = r.commits.map { $0 > 0 ? format(Double(r.acknowledged) / Double($0), 1) : "n/a" } ?? "n/a"
+                let meanCommit = r.commits.flatMap { c in r.commitSeconds.map { c > 0 ? format($0 * 1000 / Double(c), 2) : "n/a" } } ?? "n/a"
+                rows.append([String(count), records.map { "random of \($0)" } ?? "1000 per writer", durability,
+                             String(r.acknowledged), String(r.errors), format(r.writesPerSecond, 0),
+                             format(r.latency.p50 / 1000, 2), format(r.latency.p99 / 1000, 2),
+                             format(r.latency.max / 1000, 1), format(r.hubCPUSeconds, 2), format(r.cpuMicrosPerWrite, 1),
+                             r.commits.map(String.init) ?? "n/a", perCommit, meanCommit])
+                if r.errors > 0 { failed = true }
+            } catch {
+                printError("writes \(count): \(error)")
+                failed = true
+            }
+        }
+        print(renderTable(rows), terminator: "")
+        return failed ? 1 : 0
+    }
+
+    private static func startup(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+        let a = try Arguments(args, command: "bench startup",
+                              valued: ["records", "starts", "connections", "fill-durability"], flags: ["help"])
+        if a.flag("help") { print(help); return 0 }
+        try a.noPositionals("bench startup")
+        var bench = BrokerStartupBenchmark()
+        bench.records = try a.int("records", in: 1...100_000_000) ?? 1_000_000
+        bench.starts = try a.int("starts", in: 1...100) ?? 3
+        bench.connections = try a.int("connections", in: 1...64) ?? 4
+        bench.fillDurability = a.string("fill-durability") ?? "full"
+        raiseDescriptorLimit()
+        do {
+            let r = try bench.run(log: progress)
+            var rows: [[String]] = [["records", "store size (MiB)", "fill time (s)", "fill records/s", "hub CPU filling (s)",
+                                     "start", "exec → listening (ms)", "exec → first get (ms)", "RSS after get (MiB)"]]
+            for (i, s) in r.starts.enumerated() {
+                rows.append([i == 0 ? String(r.records) : "", i == 0 ? format(Double(r.storeBytes) / 1_048_576, 1) : "",
+                             i == 0 ? format(r.fillSeconds, 1) : "", i == 0 ? format(Double(r.records) / r.fillSeconds, 0) : "",
+                             i == 0 ? format(r.fillCPUSeconds, 1) : "", String(i + 1),
+                             format(s.listeningSeconds * 1000, 1), format(s.firstGetSeconds * 1000, 1),
+                             s.rssKiB.map { format(Double($0) / 1024, 1) } ?? "n/a"])
+            }
+            rows.append(["", "", "", "", "", "median", format(r.medianListening * 1000, 1), format(r.medianFirstGet * 1000, 1), ""])
+            print(renderTable(rows), terminator: "")
+            return 0
+        } catch {
+            printError("startup: \(error)")
             return 1
         }
     }
