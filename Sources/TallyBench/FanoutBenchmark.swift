@@ -32,10 +32,14 @@ public struct FanoutBenchmark: Sendable {
     public var seconds = 10.0
     /// How long after the last update late messages still count.
     public var drainSeconds = 2.0
+    /// Seconds the broker's idle CPU is measured before publishing.
+    public var idleSeconds = 1.0
     /// Client event-loop threads for the subscribers (the publisher has its own).
     public var threads = 1
     /// Offer permessage-deflate (browsers do; pushes are then compressed per connection).
     public var compression = false
+    /// The Tally hub's --durability (full, normal or off).
+    public var durability = "full"
     public init(broker: BrokerProcess.Kind, mode: Mode) {
         self.broker = broker
         self.mode = mode
@@ -59,6 +63,8 @@ public struct FanoutBenchmark: Sendable {
         public var unparsed: Int
         public var droppedConnections: Int
         public var brokerRSSKiB: Int?
+        /// The broker's CPU use with every subscriber connected and nothing published (cores, 0…).
+        public var idleCPU: Double
         public var lossPercent: Double { expected == 0 ? 0 : Double(expected - delivered) * 100 / Double(expected) }
         public var cpuMicrosPerDelivery: Double { delivered == 0 ? .nan : brokerCPUSeconds * 1e6 / Double(delivered) }
     }
@@ -82,7 +88,8 @@ public struct FanoutBenchmark: Sendable {
         let process: BrokerProcess
         do {
             switch broker {
-            case .tally: process = try .tally(dataDirectory: work + "/data", workDirectory: work)
+            case .tally: process = try .tally(dataDirectory: work + "/data", workDirectory: work,
+                                              extraArguments: ["--durability", durability])
             case .mosquitto: process = try .mosquitto(workDirectory: work)
             }
         } catch { throw .broker(error) }
@@ -133,6 +140,11 @@ public struct FanoutBenchmark: Sendable {
             throw .connect("the publisher's MQTT CONNECT was not acknowledged")
         }
         usleep(200_000)   // let the handshakes' work settle before measuring
+        // The broker's CPU while the subscribers sit idle (timers, keep-alive
+        // work): a floor under every per-message figure.
+        let idleStart = nanos(), idleCPUBefore = process.cpuSeconds() ?? 0
+        sleep(untilNanos: idleStart + UInt64(idleSeconds * 1e9))
+        let idleCPU = ((process.cpuSeconds() ?? idleCPUBefore) - idleCPUBefore) / (Double(nanos() - idleStart) / 1e9)
 
         let updates = max(1, Int((Double(rate) * seconds).rounded()))
         let expected = mode == .recordPerSub ? updates : updates * subscribers
@@ -164,7 +176,8 @@ public struct FanoutBenchmark: Sendable {
                       publishSeconds: Double(publishEnd - start) / 1e9,
                       publisherErrors: publisherState.errors.load(ordering: .relaxed),
                       unparsed: state.unparsed.load(ordering: .relaxed),
-                      droppedConnections: state.dropped.load(ordering: .relaxed), brokerRSSKiB: rss)
+                      droppedConnections: state.dropped.load(ordering: .relaxed), brokerRSSKiB: rss,
+                      idleCPU: idleCPU)
     }
 
     /// What subscriber `index` sends once connected.

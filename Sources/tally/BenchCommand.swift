@@ -50,6 +50,7 @@ enum BenchCommand {
                             ones count as lost (default 2)
       --threads N           subscriber event-loop threads (default 1)
       --compression         offer permessage-deflate (pushes then compressed per connection)
+      --durability MODE     the Tally hub's --durability: full (default), normal or off
 
     writes        W writer connections in a closed loop of `set` + acknowledgement
                   against a Tally hub child with a fresh store: acknowledged
@@ -172,7 +173,7 @@ enum BenchCommand {
 
     private static func fanout(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let a = try Arguments(args, command: "bench fanout",
-                              valued: ["subscribers", "rate", "seconds", "mode", "broker", "drain", "threads"],
+                              valued: ["subscribers", "rate", "seconds", "mode", "broker", "drain", "threads", "durability"],
                               flags: ["compression", "help"])
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench fanout")
@@ -181,6 +182,10 @@ enum BenchCommand {
         let duration = try seconds(a, "seconds", default: 10)
         let drain = try seconds(a, "drain", default: 2)
         let threads = try a.int("threads", in: 1...64) ?? 1
+        let durability = a.string("durability") ?? "full"
+        guard ["full", "normal", "off"].contains(durability) else {
+            throw UsageError(message: "--durability must be full, normal or off, not '\(durability)'")
+        }
         var modes: [FanoutBenchmark.Mode] = []
         for name in (a.string("mode") ?? "events").split(separator: ",") {
             guard let mode = FanoutBenchmark.Mode(rawValue: String(name)) else {
@@ -197,7 +202,8 @@ enum BenchCommand {
         }
         raiseDescriptorLimit()
         var rows: [[String]] = [["broker", "mode", "subscribers", "updates/s", "expected", "delivered", "loss %",
-                                 "p50 (ms)", "p99 (ms)", "max (ms)", "broker CPU (s)", "CPU/msg (µs)", "Tally ÷ Mosquitto"]]
+                                 "p50 (ms)", "p99 (ms)", "max (ms)", "idle CPU %", "broker CPU (s)", "CPU/msg (µs)",
+                                 "Tally ÷ Mosquitto"]]
         var failed = false
         for mode in modes {
             for count in counts {
@@ -210,6 +216,7 @@ enum BenchCommand {
                     bench.drainSeconds = drain
                     bench.threads = threads
                     bench.compression = a.flag("compression")
+                    bench.durability = durability
                     do {
                         let r = try bench.run(log: progress)
                         if r.publisherErrors > 0 || r.unparsed > 0 || r.droppedConnections > 0 {
@@ -231,7 +238,7 @@ enum BenchCommand {
                     rows.append([r.broker.rawValue, r.mode.rawValue, String(r.subscribers), String(r.rate),
                                  String(r.expected), String(r.delivered), format(r.lossPercent, 2),
                                  format(r.latency.p50 / 1000, 2), format(r.latency.p99 / 1000, 2),
-                                 format(r.latency.max / 1000, 1), format(r.brokerCPUSeconds, 2),
+                                 format(r.latency.max / 1000, 1), format(r.idleCPU * 100, 1), format(r.brokerCPUSeconds, 2),
                                  format(r.cpuMicrosPerDelivery, 2), ratio])
                 }
             }
