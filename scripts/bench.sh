@@ -5,9 +5,26 @@
 #     and, as the baseline in the same run, Mosquitto's WebSocket listener;
 #  2. echo round trips: latency percentiles and messages/s, with and without
 #     permessage-deflate.
-# Usage: scripts/bench.sh [connections]   (default 10000)
+#  3. the sync hub (each run starts its own hub, or Mosquitto, as a child of
+#     `tally bench` and reads the broker's CPU time from /proc): fan-out to
+#     100 and 1000 subscribers at 100 updates/s (events, one record, a record
+#     per subscriber) beside Mosquitto; closed-loop durable writes with 1, 10
+#     and 100 writers; start-up with a million records.
+# Usage: scripts/bench.sh [--quick] [--sync-only] [connections]   (default 10000)
+#   --quick (or BENCH_QUICK=1)  skip the long runs: 1000-subscriber fan-out,
+#                               the random-record writes and the 1M-record start-up
+#   --sync-only                 only part 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=${BENCH_QUICK:-0}
+sync_only=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1; shift ;;
+    --sync-only) sync_only=1; shift ;;
+    *) break ;;
+  esac
+done
 count=${1:-10000}
 scripts/install-deps.sh build
 if ! command -v mosquitto >/dev/null 2>&1; then
@@ -29,6 +46,7 @@ start_tally() {
   tally_port=$(grep -o '[0-9]*$' "$work/tally.out")
 }
 
+if [ "$sync_only" = 0 ]; then
 # Each run leaves its client ports in TIME_WAIT for a minute; the loopback
 # ephemeral range holds about 28,000, so the deflate and TLS runs use fewer
 # connections (the per-connection figure does not depend on the count).
@@ -91,3 +109,34 @@ done
 echo
 echo "### 10 connections, 64 KiB messages (no compression)"
 "$tally" bench echo --url "ws://127.0.0.1:$tally_port/echo" --connections 10 --messages 2000 --size 65536 --no-compression
+fi
+
+# Each fan-out or write run starts a fresh broker on a new port, so the client
+# ports left in TIME_WAIT (a 4-tuple each) do not collide with later runs; the
+# totals here stay far below the ~28,000 loopback ports anyway.
+echo
+echo "## Fan-out: one publisher, 100 updates/s for 10 s (Tally and Mosquitto, same run)"
+subs="100,1000"; [ "$quick" = 1 ] && subs="100"
+echo
+echo "### Events (Tally publish to a topic; MQTT QoS 0 PUBLISH)"
+"$tally" bench fanout --subscribers "$subs" --rate 100 --seconds 10 --mode events
+echo
+echo "### One record every subscriber follows (Tally set, durable; MQTT retained PUBLISH)"
+"$tally" bench fanout --subscribers "$subs" --rate 100 --seconds 10 --mode records
+echo
+echo "### A record per subscriber, the publisher rotating over them (one delivery per update)"
+"$tally" bench fanout --subscribers 100 --rate 100 --seconds 10 --mode record-per-sub
+
+echo
+echo "## Durable writes (--durability full): closed loop, each writer waits for its acknowledgement"
+echo
+echo "### Each writer cycles over its own 1000 records"
+"$tally" bench writes --writers 1,10,100 --seconds 10 --durability full
+if [ "$quick" = 0 ]; then
+  echo
+  echo "### Random records among 100,000 shared by all writers"
+  "$tally" bench writes --writers 100 --seconds 10 --durability full --records 100000
+  echo
+  echo "## Start-up with a million records"
+  "$tally" bench startup --records 1000000 --starts 3
+fi
