@@ -242,17 +242,12 @@ struct SubscriptionRegistryTests {
         #expect(concerns("stage", nil, ["stage": "new"]))
     }
 
-    @Test func creationWithoutTheValueDoesNotConcernAPath() {
-        // PROTOCOL.md: a path subscription gets a whole-record write only
-        // when it "changed the value under the subscribed path", or a delete.
-        // BUG/deviation (SubscriptionRegistry.swift:498): `guard let before,
-        // let after else { return true }` also treats a creation as
-        // concerning every path, even when the new record has no value at it.
+    @Test func creationConcernsEveryPath() {
+        // PROTOCOL.md: a path subscription also receives the record's
+        // creation, even when the new record has no value under the path.
         let change = recordChange("r", before: nil, after: ["other": 1])
         guard case .record(let before, let after, let scope) = change.target else { return }
-        withKnownIssue("record creation is pushed to path subscribers whose value stays absent") {
-            #expect(!SubscriptionRegistry.concerns(path: path("stage"), before: before, after: after, scope: scope))
-        }
+        #expect(SubscriptionRegistry.concerns(path: path("stage"), before: before, after: after, scope: scope))
     }
 
     @Test func pathSubscribersThroughTheRegistry() throws {

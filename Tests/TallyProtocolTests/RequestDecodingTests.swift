@@ -303,6 +303,14 @@ struct RequestDecodingTests {
         #expect(increment?.code == .badPath)
         #expect(increment?.details["field"] == "path")
         #expect(increment?.details["offset"] == 1)
+        // A record's data is an object: a path starts with a key, everywhere.
+        for text in [#"{"op":"get","name":"a","path":"[0]"}"#, #"{"op":"subscribe","name":"a","path":"[0].x"}"#,
+                     #"{"op":"set","name":"a","path":"[1]","value":1}"#, #"{"op":"increment","name":"a","path":"[0]"}"#] {
+            let error = decodeError(text)
+            #expect(error?.code == .badPath, "\(text)")
+            #expect(error?.details["field"] == "path", "\(text)")
+            #expect(error?.details["offset"] == 0, "\(text)")
+        }
         let deletion = decodeError(#"{"op":"delete","name":"a","path":"x[1000001]"}"#)
         #expect(deletion?.code == .badPath)
         #expect(deletion?.details["offset"] != nil)
