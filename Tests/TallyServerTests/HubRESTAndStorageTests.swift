@@ -78,7 +78,8 @@ struct HubRESTTests {
             let first = try hub.http("PUT", "/v1/records/r", headers: ["Idempotency-Key": "k1"], body: #"{"a":1}"#)
             #expect(first.status == 201)
             let retry = try hub.http("PUT", "/v1/records/r", headers: ["Idempotency-Key": "k1"], body: #"{"a":2}"#)
-            #expect(retry.status == 200 || retry.status == 201)
+            // A retried creating PUT answers 201 again.
+            #expect(retry.status == 201)
             #expect(try retry.json["version"] == 1)
             #expect(try hub.http("GET", "/v1/records/r").json["data"] == ["a": 1])
 
@@ -92,6 +93,26 @@ struct HubRESTTests {
             #expect(badJSON.status == 400)
             #expect(try badJSON.json["error"]?["code"] == "bad_json")
             #expect(try hub.http("PUT", "/v1/records/r", headers: ["Idempotency-Key": ""], body: "{}").status == 400)
+        }
+    }
+
+    @Test func sizeLimitAndConditionalDelete() throws {
+        try withHub({ $0.core.limits.maxRecordBytes = 32 }) { hub in
+            let big = try hub.http("PUT", "/v1/records/r", body: #"{"text":"\#(String(repeating: "x", count: 40))"}"#)
+            #expect(big.status == 413)
+            #expect(try big.json["error"]?["code"] == "too_large")
+            #expect(try big.json["error"]?["limit"] == 32)
+            let client = try hub.connect()
+            let refused = try client.request(#"{"op":"set","name":"r","data":{"text":"\#(String(repeating: "x", count: 40))"}}"#)
+            #expect(refused.errorCode == "too_large")
+            #expect(refused.error?["limit"] == 32)
+
+            #expect(try hub.http("PUT", "/v1/records/r", body: #"{"a":1}"#).status == 201)
+            #expect(try hub.http("DELETE", "/v1/records/r", headers: ["If-Match": "\"2\""]).status == 412)
+            #expect(try hub.http("GET", "/v1/records/r").status == 200)
+            // A weak validator names the same version.
+            #expect(try hub.http("DELETE", "/v1/records/r", headers: ["If-Match": "W/\"1\""]).status == 200)
+            #expect(try hub.http("GET", "/v1/records/r").status == 404)
         }
     }
 

@@ -1,3 +1,4 @@
+@preconcurrency import Glibc
 import Testing
 import TallyNet
 import TallyProtocol
@@ -136,6 +137,10 @@ struct HubSyncTests {
             let rest = try writer.ok(#"{"op":"get","prefix":"orders/","after":"orders/10"}"#)
             #expect(rest["records"]?.arrayValue?.map { $0["name"] } == ["orders/2"])
             #expect(rest["more"] == false)
+            // A page that holds exactly the last records says more: false.
+            let exact = try writer.ok(#"{"op":"get","prefix":"orders/","limit":3}"#)
+            #expect(exact["records"]?.arrayValue?.count == 3)
+            #expect(exact["more"] == false)
             let all = try writer.ok(#"{"op":"get","prefix":""}"#)
             #expect(all["records"]?.arrayValue?.count == 5)
 
@@ -240,6 +245,37 @@ struct HubSyncTests {
             #expect(record["changes"]?.arrayValue?.map { $0["seq"] } == [4])
             let list = try other.ok(#"{"op":"subscribe","list":"orders/1","since":0}"#)
             #expect(list["changes"]?.arrayValue?.map { $0["seq"] } == [5])
+        }
+    }
+
+    @Test func resumeOutsideTheLogResnapshots() throws {
+        try withHub({ $0.retention = StoreRetention(maxChanges: 2) }) { hub in
+            let client = try hub.connect()
+            for n in 1...6 { try client.ok(#"{"op":"set","name":"r","data":{"n":\#(n)}}"#) }
+            // Pruning runs after commits on the store's thread: wait for it.
+            let reader = try hub.storeReader()
+            let deadline = monotonicMillis() + Int64(messageTimeout)
+            while try reader.state().floorSeq == 0, monotonicMillis() < deadline { usleep(2_000) }
+            let floor = try reader.state().floorSeq
+            #expect(floor > 0)
+
+            let old = try client.ok(#"{"op":"subscribe","name":"r","since":0}"#)
+            #expect(old["resnapshot"] == true)
+            #expect(old["changes"] == nil)
+            #expect(old["record"]?["data"] == ["n": 6])
+            let hello = try hub.connect().ok(#"{"op":"hello","since":0}"#)
+            #expect(hello["resumable"] == false)
+            #expect(hello["floor"] == .int(floor))
+            let rest = try hub.http("GET", "/v1/changes?since=0")
+            #expect(rest.status == 410)
+            #expect(try rest.json["error"]?["code"] == "resnapshot")
+            // At the floor itself a resume still works.
+            let atFloor = try client.ok(#"{"op":"subscribe","name":"r","since":\#(floor)}"#)
+            #expect(atFloor["changes"]?.arrayValue?.map { $0["seq"] }.last == 6)
+            // Ahead of the head (a hub restored from an older backup): snapshot too.
+            let ahead = try client.ok(#"{"op":"subscribe","prefix":"","since":99}"#)
+            #expect(ahead["resnapshot"] == true)
+            #expect(ahead["records"]?.arrayValue?.count == 1)
         }
     }
 
