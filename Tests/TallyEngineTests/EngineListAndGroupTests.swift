@@ -136,7 +136,7 @@ struct EngineListTests {
         try hub.write(Write(name: "l", action: .setEntries(["\u{E9}"])))
         // "e\u{301}" is canonically equivalent to "\u{E9}" but another name
         // (the stores compare names bytewise, PROTOCOL.md counts bytes).
-        // BUG (Engine.swift:219 and :224): removeEntry compares entries with
+        // BUG (Engine.swift:186 and :191): removeEntry compares entries with
         // String ==, which is canonical equivalence, so it removes "é" when
         // asked to remove "e\u{301}".
         withKnownIssue("removeEntry matches canonically equivalent entries") {
@@ -248,7 +248,7 @@ struct EngineGroupTests {
         let hub = EngineHarness()
         // Two names that are canonically equivalent but different bytes are
         // two records to the store (ByteName, SQLite BINARY).
-        // BUG (Engine.swift:267-268, Overlay keyed by String): inside a
+        // BUG (Engine.swift:234-235, Overlay keyed by String): inside a
         // group the second write sees the first one's record as its own, so
         // it gets version 2 and a `before`, while the store has no such row.
         withKnownIssue("the atomic overlay conflates canonically equivalent names") {

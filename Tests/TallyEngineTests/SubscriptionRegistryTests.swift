@@ -139,13 +139,13 @@ struct SubscriptionRegistryTests {
         // The static matcher (used for replays of pending changes) compares
         // prefixes by bytes...
         #expect(!SubscriptionRegistry.matches(.prefix("a\u{301}\u{316}"), recordNamed: "a\u{316}\u{301}/x"))
-        // ...but BUG (SubscriptionRegistry.swift:484): `.record`/`.path`
+        // ...but BUG (SubscriptionRegistry.swift:131): `.record`/`.path`
         // compare with String ==, i.e. canonical equivalence.
         withKnownIssue("matches(.record) uses canonical equivalence") {
             #expect(!SubscriptionRegistry.matches(.record("\u{E9}"), recordNamed: "e\u{301}"))
             #expect(!SubscriptionRegistry.matches(.path("\u{E9}", path("a")), recordNamed: "e\u{301}"))
         }
-        // BUG (SubscriptionRegistry.swift:367-373): the tables are keyed by
+        // BUG (SubscriptionRegistry.swift:14-20): the tables are keyed by
         // String/Substring, whose == is canonical equivalence, so a change to
         // record "e\u{301}" reaches subscribers of the different record "é"
         // (and likewise for lists, topics and prefixes) — live pushes then

@@ -361,7 +361,7 @@ struct RequestDecodingTests {
             let error = decodeError(#"{"op":"write","ops":[{"op":"delete","name":"a"},\#(inner)]}"#)
             #expect(error?.code == .badField, "\(inner)")
             #expect(error?.details["field"] == "ops[1]", "\(inner)")
-            // BUG (Request+Decoding.swift:132-134): this refusal is thrown
+            // BUG (Request+Decoding.swift:42-44): this refusal is thrown
             // before the do/catch that adds "index", so unlike every other
             // failure inside `write` it carries no `index` member.
             withKnownIssue("ops[i] that is not an object with a string op carries no \"index\"") {
@@ -373,7 +373,7 @@ struct RequestDecodingTests {
     @Test func unknownOpWinsOverItsFields() {
         // An op that is not a write must be refused as unknown_op whatever
         // other members it carries.
-        // BUG (Request+Decoding.swift:290): Fields.write(op:) reads "version"
+        // BUG (Request+Decoding.swift:208): Fields.write(op:) reads "version"
         // before it knows whether `op` is a write at all, so an unknown op
         // with a bad "version" is refused as bad_field/version.
         withKnownIssue("unknown op with a bad version reports bad_field") {

@@ -292,7 +292,7 @@ struct HubSyncTests {
 
             let back = try hub.connect()
             let resumed = try back.ok(#"{"op":"subscribe","name":"o","path":"stage","since":1}"#)
-            // BUG (HubCore+Requests.swift:239 / storedChange at :262): replay
+            // BUG (HubCore+Requests.swift:240 / storedChange at :263): replay
             // keeps every whole-record change of the record, so a resumed path
             // subscriber gets seq 2, which no live path subscriber received —
             // not "exactly the matching changes" of guarantee 5.
@@ -336,7 +336,7 @@ struct HubSyncTests {
             let client = try hub.connect()
             try client.ok(#"{"op":"set","name":"a","data":{},"idem":"\u00e9"}"#)
             let second = try client.ok(#"{"op":"set","name":"b","data":{},"idem":"e\u0301"}"#)
-            // BUG (HubCore.swift:77, recentKeys keyed by String): the key
+            // BUG (HubCore.swift:76, recentKeys keyed by String): the key
             // "e\u0301" is found as the canonically equivalent "é", so the write
             // to "b" is answered with the reply of the write to "a" and never
             // applied, while the store (ByteName) treats them as two keys.
@@ -353,7 +353,7 @@ struct HubSyncTests {
             let client = try hub.connect()
             try client.ok(#"{"op":"set","name":"\u00e9","data":{"which":"precomposed"}}"#)
             let other = try client.request(#"{"op":"get","name":"e\u0301"}"#)
-            // BUG (StateCache.swift:322-323, records/lists keyed by String):
+            // BUG (StateCache.swift:21-22, records/lists keyed by String):
             // "e\u0301" is another record than "é" to the store, but the cache
             // finds "é" under it, so get answers with the wrong record (and a
             // write to it would start at version 2 based on the wrong data).
