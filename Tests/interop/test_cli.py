@@ -1,0 +1,897 @@
+"""The client commands, black box: `tally get|set|del|watch|list|emit|on`
+against a real `tally serve` (README "Client commands", PROTOCOL.md).
+
+Each command runs as a subprocess with `--server ws://127.0.0.1:PORT` (one
+test uses $TALLY_URL and the http:// form instead). What a command says it
+did is checked against the hub over REST (`GET /v1/records/...`,
+`/v1/lists/...`, `/v1/changes`), and refused commands are checked to have
+written nothing (the hub's head seq is unchanged).
+
+Long-running commands (`watch`, `on`) run under Popen with reader threads;
+each is stopped by its PID (SIGTERM, then SIGKILL) before the hub stops.
+Before writing, a test waits for the hub's `tally_subscriptions` gauge to
+show the watchers subscribed, so no live change can be missed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import TALLY_BIN
+from synclib import all_changes, get_record, list_path, put_record, rest
+
+RUN_TIMEOUT = 15.0  # one short command; the contract's bound is lower where it matters
+LINE_TIMEOUT = 5.0
+COMMANDS = ["get", "set", "del", "watch", "list", "emit", "on"]
+
+
+# --------------------------------------------------------------------------
+# Helpers
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without an inherited TALLY_URL, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k != "TALLY_URL"}
+    env.update(extra)
+    return env
+
+
+class Result:
+    def __init__(self, argv: list[str], completed: subprocess.CompletedProcess, elapsed: float):
+        self.argv = argv
+        self.rc = completed.returncode
+        self.out = completed.stdout.decode(errors="replace")
+        self.err = completed.stderr.decode(errors="replace")
+        self.elapsed = elapsed
+
+    def __repr__(self) -> str:
+        return (f"`tally {' '.join(self.argv)}` -> exit {self.rc} in {self.elapsed:.2f}s\n"
+                f"stdout: {self.out[:2000]!r}\nstderr: {self.err[:2000]!r}")
+
+    def json(self):
+        try:
+            return json.loads(self.out)
+        except ValueError:
+            raise AssertionError(f"stdout is not one JSON value: {self!r}") from None
+
+    def ok(self) -> Result:
+        assert self.rc == 0, self
+        return self
+
+
+def run(*args: str, env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT) -> Result:
+    argv = [str(a) for a in args]
+    start = time.monotonic()
+    try:
+        completed = subprocess.run([str(TALLY_BIN), *argv], capture_output=True, timeout=timeout,
+                                   stdin=subprocess.DEVNULL, env=env or clean_env())
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"`tally {' '.join(argv)}` did not finish within {timeout}s")
+    return Result(argv, completed, time.monotonic() - start)
+
+
+def server_url(server) -> str:
+    return f"ws://{server.host}:{server.port}"
+
+
+def cli(server, *args: str, **kwargs) -> Result:
+    """`tally COMMAND --server ws://127.0.0.1:PORT ARGS...` (the option goes
+    right after the command, so a test's trailing arguments stay last)."""
+    command, *rest_args = args
+    return run(command, "--server", server_url(server), *rest_args, **kwargs)
+
+
+def head(server) -> int:
+    response = rest(server, "GET", "/v1/changes?since=0&limit=1")
+    assert response.status == 200, (response.status, response.body[:300])
+    return response.json()["seq"]
+
+
+def record(server, name: str) -> dict | None:
+    """The REST envelope, or None for 404."""
+    response = get_record(server, name)
+    if response.status == 404:
+        return None
+    assert response.status == 200, (response.status, response.body[:300])
+    return response.json()
+
+
+def list_envelope(server, name: str) -> dict | None:
+    response = rest(server, "GET", list_path(name))
+    if response.status == 404:
+        return None
+    assert response.status == 200, (response.status, response.body[:300])
+    return response.json()
+
+
+def metric(server, name: str) -> float:
+    response = rest(server, "GET", "/metrics")
+    assert response.status == 200, response.status
+    for line in response.body.decode().splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"/metrics has no {name}")
+
+
+def wait_subscriptions(server, count: int, timeout: float = LINE_TIMEOUT) -> None:
+    """Waits until the hub holds ``count`` subscriptions (the watchers we
+    started have subscribed), so live changes cannot be missed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = metric(server, "tally_subscriptions")
+        if current >= count:
+            return
+        assert time.monotonic() < deadline, f"only {current} of {count} subscriptions after {timeout}s"
+        time.sleep(0.02)
+
+
+def dead_port() -> socket.socket:
+    """A socket bound to a free port that does not listen: a connection to
+    its port is refused, and nobody else can take the port meanwhile."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+class LongRunning:
+    """A `tally watch`/`tally on` process; stdout and stderr lines are read
+    by threads into queues."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]):
+        self.argv = argv
+        self.process = subprocess.Popen([str(TALLY_BIN), *argv], stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.out: queue.Queue[str | None] = queue.Queue()
+        self.err: queue.Queue[str | None] = queue.Queue()
+        self.err_seen: list[str] = []
+        for stream, q in ((self.process.stdout, self.out), (self.process.stderr, self.err)):
+            threading.Thread(target=self._pump, args=(stream, q), daemon=True).start()
+
+    @staticmethod
+    def _pump(stream, q: queue.Queue) -> None:
+        for raw in iter(stream.readline, b""):
+            q.put(raw.decode(errors="replace").rstrip("\n"))
+        q.put(None)
+
+    def describe(self) -> str:
+        while True:
+            try:
+                line = self.err.get_nowait()
+            except queue.Empty:
+                break
+            if line is not None:
+                self.err_seen.append(line)
+        return (f"`tally {' '.join(self.argv)}` (pid {self.process.pid}, "
+                f"exit {self.process.poll()}); stderr: {self.err_seen[-20:]!r}")
+
+    def line(self, timeout: float = LINE_TIMEOUT) -> str:
+        try:
+            line = self.out.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no output line within {timeout}s from {self.describe()}") from None
+        if line is None:
+            self.out.put(None)
+            raise AssertionError(f"stdout closed: {self.describe()}")
+        return line
+
+    def json_line(self, timeout: float = LINE_TIMEOUT) -> dict:
+        line = self.line(timeout)
+        try:
+            value = json.loads(line)
+        except ValueError:
+            raise AssertionError(f"not a JSON line: {line!r} from {self.describe()}") from None
+        assert isinstance(value, dict), line
+        return value
+
+    def json_lines(self, count: int, timeout: float = LINE_TIMEOUT) -> list[dict]:
+        return [self.json_line(timeout) for _ in range(count)]
+
+    def no_line(self, wait: float = 0.3) -> None:
+        try:
+            line = self.out.get(timeout=wait)
+        except queue.Empty:
+            return
+        raise AssertionError(f"unexpected output {line!r} from {self.describe()}")
+
+    def stderr_matching(self, text: str, timeout: float = LINE_TIMEOUT) -> str:
+        deadline = time.monotonic() + timeout
+        for line in self.err_seen:
+            if text in line.lower():
+                return line
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                line = self.err.get(timeout=max(0.0, remaining))
+            except queue.Empty:
+                raise AssertionError(f"no stderr line with {text!r} within {timeout}s: "
+                                     f"{self.describe()}") from None
+            if line is None:
+                self.err.put(None)
+                raise AssertionError(f"stderr closed without {text!r}: {self.describe()}")
+            self.err_seen.append(line)
+            if text in line.lower():
+                return line
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> int:
+        """SIGTERM by PID, then SIGKILL after a bounded wait."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(3)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)
+        return self.process.returncode
+
+
+@pytest.fixture
+def spawn(tally_factory):
+    """Starts long-running commands; stops them (by PID) at teardown, before
+    the hubs (this fixture is set up after `tally_factory`)."""
+    started: list[LongRunning] = []
+
+    def start(server, *args: str, env: dict[str, str] | None = None) -> LongRunning:
+        argv = [str(a) for a in args]
+        if server:
+            argv[1:1] = ["--server", server_url(server)]
+        process = LongRunning(argv, env or clean_env())
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+def write_seq(result: Result) -> int:
+    """The seq a `--json` write printed."""
+    body = result.ok().json()
+    assert isinstance(body.get("seq"), int), result
+    return body["seq"]
+
+
+# --------------------------------------------------------------------------
+# get
+
+
+def test_get_prints_the_record_data(tally):
+    data = {"stage": "received", "items": [{"sku": "a", "qty": 2}], "note": "héllo ✓", "n": 1.5}
+    assert put_record(tally, "orders/1", data).status == 201
+    got = cli(tally, "get", "orders/1").ok()
+    assert got.json() == data
+    assert got.err == ""
+    assert cli(tally, "get", "orders/1", "--path", "stage").ok().json() == "received"
+    assert cli(tally, "get", "orders/1", "--path", "items[0].qty").ok().json() == 2
+    assert cli(tally, "get", "orders/1", "--path", "items[0]").ok().json() == {"sku": "a", "qty": 2}
+
+
+def test_get_large_record(tally):
+    data = {"blob": "x" * 200_000, "list": list(range(5000))}
+    assert put_record(tally, "big/1", data).status == 201
+    assert cli(tally, "get", "big/1").ok().json() == data
+
+
+def test_get_json_envelope_matches_rest(tally):
+    put_record(tally, "orders/2", {"stage": "new"})
+    put_record(tally, "orders/2", {"stage": "ready"})
+    body = cli(tally, "get", "orders/2", "--json").ok().json()
+    assert {"name", "version", "seq", "data"} <= set(body), body
+    rest_body = record(tally, "orders/2")
+    for key in ("name", "version", "seq", "data"):
+        assert body[key] == rest_body[key], (key, body, rest_body)
+    assert (body["name"], body["version"], body["data"]) == ("orders/2", 2, {"stage": "ready"})
+    assert "\n" not in cli(tally, "get", "orders/2", "--json").out.rstrip("\n"), "--json is one line"
+
+
+def test_get_unknown_record(tally):
+    result = cli(tally, "get", "orders/missing")
+    assert result.rc != 0, result
+    assert result.rc == 1, result
+    assert "orders/missing" in result.err, result
+    assert result.out == "", result
+    json_result = cli(tally, "get", "orders/missing", "--json")
+    assert json_result.rc == 1 and "orders/missing" in json_result.err, json_result
+
+
+def test_get_missing_path(tally):
+    put_record(tally, "orders/3", {"stage": "new"})
+    result = cli(tally, "get", "orders/3", "--path", "nope")
+    assert result.rc == 1 and result.err.strip(), result
+
+
+# --------------------------------------------------------------------------
+# set
+
+
+def test_set_bare_word_is_a_string(tally):
+    put_record(tally, "orders/1", {"stage": "new", "qty": 2})
+    cli(tally, "set", "orders/1", "stage", "ready").ok()
+    body = record(tally, "orders/1")
+    assert body["data"] == {"stage": "ready", "qty": 2}
+    assert body["version"] == 2
+
+
+@pytest.mark.parametrize("text, value", [
+    ("ready", "ready"),
+    ("hello world", "hello world"),
+    ("7f3c", "7f3c"),
+    ('"quoted"', "quoted"),
+    ('"42"', "42"),
+    ("42", 42),
+    ("-3", -3),
+    ("2.5", 2.5),
+    ("1e3", 1000),
+    ("true", True),
+    ("false", False),
+    ("null", None),
+    ("[1,\"x\",{\"a\":null}]", [1, "x", {"a": None}]),
+    ('{"a":{"b":[1,2]}}', {"a": {"b": [1, 2]}}),
+])
+def test_set_path_value_is_json_or_a_bare_string(tally, text, value):
+    cli(tally, "set", "vals/1", "v", text).ok()
+    assert record(tally, "vals/1")["data"] == {"v": value}
+
+
+def test_set_path_creates_record_and_parents(tally):
+    cli(tally, "set", "orders/4", "meta.tags", '["a"]').ok()
+    body = record(tally, "orders/4")
+    assert (body["version"], body["data"]) == (1, {"meta": {"tags": ["a"]}})
+    cli(tally, "set", "orders/4", "meta.tags[1]", "b").ok()
+    assert record(tally, "orders/4")["data"] == {"meta": {"tags": ["a", "b"]}}
+
+
+def test_set_whole_record(tally):
+    first = cli(tally, "set", "orders/5", '{"stage":"new","qty":2}').ok()
+    assert "orders/5" in first.out, first
+    body = record(tally, "orders/5")
+    assert (body["version"], body["data"]) == (1, {"stage": "new", "qty": 2})
+    # a whole-record set replaces: qty goes
+    cli(tally, "set", "orders/5", '{"stage":"ready"}').ok()
+    body = record(tally, "orders/5")
+    assert (body["version"], body["data"]) == (2, {"stage": "ready"})
+
+
+@pytest.mark.parametrize("value", ["ready", "5", "[1,2]", '"s"', "null", "true"])
+def test_set_whole_record_needs_an_object(tally, value):
+    put_record(tally, "orders/6", {"keep": 1})
+    before = head(tally)
+    result = cli(tally, "set", "orders/6", value)
+    assert result.rc == 2, result
+    assert result.err.strip() and result.out == "", result
+    assert head(tally) == before
+    assert record(tally, "orders/6")["data"] == {"keep": 1}
+    fresh = cli(tally, "set", "orders/new", value)
+    assert fresh.rc == 2, fresh
+    assert record(tally, "orders/new") is None
+    assert head(tally) == before
+
+
+def test_set_json_output(tally):
+    result = cli(tally, "set", "orders/7", "stage", "new", "--json").ok()
+    body = result.json()
+    assert {"name", "version", "seq"} <= set(body), body
+    envelope = record(tally, "orders/7")
+    assert (body["name"], body["version"], body["seq"]) == ("orders/7", envelope["version"], envelope["seq"])
+    second = cli(tally, "set", "orders/7", '{"stage":"x"}', "--json").ok().json()
+    assert (second["name"], second["version"]) == ("orders/7", 2)
+    assert second["seq"] > body["seq"]
+    assert record(tally, "orders/7")["seq"] == second["seq"]
+
+
+def test_set_if_version_mismatch_is_a_conflict(tally):
+    put_record(tally, "orders/8", {"stage": "new"})
+    put_record(tally, "orders/8", {"stage": "packed"})
+    before = head(tally)
+    for args in (["stage", "shipped"], ['{"stage":"shipped"}']):
+        result = cli(tally, "set", "orders/8", *args, "--if-version", "1")
+        assert result.rc == 1, result
+        assert "conflict" in result.err.lower(), result
+        assert result.out == "", result
+    body = record(tally, "orders/8")
+    assert (body["version"], body["data"]) == (2, {"stage": "packed"})
+    assert head(tally) == before, "a refused write wrote something"
+    # the right version goes through
+    ok = cli(tally, "set", "orders/8", "stage", "shipped", "--if-version", "2", "--json").ok().json()
+    assert ok["version"] == 3
+    assert record(tally, "orders/8")["data"] == {"stage": "shipped"}
+
+
+def test_set_if_version_zero_creates_only(tally):
+    created = cli(tally, "set", "orders/9", '{"stage":"new"}', "--if-version", "0", "--json").ok().json()
+    assert created["version"] == 1
+    before = head(tally)
+    again = cli(tally, "set", "orders/9", '{"stage":"other"}', "--if-version", "0")
+    assert again.rc == 1 and "conflict" in again.err.lower(), again
+    path_again = cli(tally, "set", "orders/9", "stage", "other", "--if-version=0")
+    assert path_again.rc == 1 and "conflict" in path_again.err.lower(), path_again
+    body = record(tally, "orders/9")
+    assert (body["version"], body["data"]) == (1, {"stage": "new"})
+    assert head(tally) == before
+
+
+def test_set_idem_retry_applies_once(tally):
+    first = cli(tally, "set", "orders/10", "stage", "ready", "--idem", "k-1", "--json").ok().json()
+    before = head(tally)
+    retry = cli(tally, "set", "orders/10", "stage", "ready", "--idem", "k-1", "--json").ok().json()
+    assert (retry["name"], retry["version"], retry["seq"]) == (first["name"], first["version"], first["seq"])
+    body = record(tally, "orders/10")
+    assert body["version"] == first["version"] == 1
+    assert head(tally) == before, "the retry wrote a change"
+    # the key names the request: a retry with other content applies nothing either
+    cli(tally, "set", "orders/10", "stage", "other", "--idem", "k-1").ok()
+    assert record(tally, "orders/10")["data"] == {"stage": "ready"}
+    assert head(tally) == before
+    # another key is another write
+    third = cli(tally, "set", "orders/10", "stage", "other", "--idem", "k-2", "--json").ok().json()
+    assert third["version"] == 2
+    assert record(tally, "orders/10")["data"] == {"stage": "other"}
+
+
+# --------------------------------------------------------------------------
+# del
+
+
+def test_del_record(tally):
+    put_record(tally, "orders/11", {"stage": "new"})
+    result = cli(tally, "del", "orders/11", "--json").ok().json()
+    assert (result["name"], result["version"]) == ("orders/11", 2)
+    assert record(tally, "orders/11") is None
+    _, _, changes = all_changes(tally)
+    assert changes[-1]["name"] == "orders/11" and changes[-1]["kind"] == "delete"
+    assert changes[-1]["seq"] == result["seq"]
+    again = cli(tally, "del", "orders/11")
+    assert again.rc == 1 and "orders/11" in again.err, again
+
+
+def test_del_path(tally):
+    put_record(tally, "orders/12", {"stage": "new", "items": [1, 2, 3], "meta": {"a": 1, "b": 2}})
+    cli(tally, "del", "orders/12", "stage").ok()
+    assert record(tally, "orders/12")["data"] == {"items": [1, 2, 3], "meta": {"a": 1, "b": 2}}
+    cli(tally, "del", "orders/12", "items[0]").ok()
+    cli(tally, "del", "orders/12", "meta.a").ok()
+    body = record(tally, "orders/12")
+    assert (body["version"], body["data"]) == (4, {"items": [2, 3], "meta": {"b": 2}})
+    before = head(tally)
+    missing = cli(tally, "del", "orders/12", "nope")
+    assert missing.rc == 1, missing
+    assert head(tally) == before
+
+
+def test_del_if_version_mismatch(tally):
+    put_record(tally, "orders/13", {"stage": "new"})
+    before = head(tally)
+    result = cli(tally, "del", "orders/13", "--if-version", "5")
+    assert result.rc == 1 and "conflict" in result.err.lower(), result
+    assert record(tally, "orders/13")["data"] == {"stage": "new"}
+    assert head(tally) == before
+    cli(tally, "del", "orders/13", "--if-version", "1").ok()
+    assert record(tally, "orders/13") is None
+
+
+# --------------------------------------------------------------------------
+# watch
+
+
+def test_watch_record_json(tally, spawn):
+    watcher = spawn(tally, "watch", "orders/20", "--json")
+    wait_subscriptions(tally, 1)
+    seqs = [
+        write_seq(cli(tally, "set", "orders/20", '{"stage":"new","qty":1}', "--json")),
+        write_seq(cli(tally, "set", "orders/20", "qty", "2", "--json")),
+    ]
+    cli(tally, "set", "orders/21", "stage", "other").ok()  # not watched
+    cli(tally, "set", "orders/200", "stage", "other").ok()  # not watched either
+    seqs.append(write_seq(cli(tally, "del", "orders/20", "--json")))
+    lines = watcher.json_lines(3)
+    for line in lines:
+        assert {"name", "seq", "version"} <= set(line), line
+    assert [line["name"] for line in lines] == ["orders/20"] * 3
+    assert [line["seq"] for line in lines] == seqs
+    assert [line["version"] for line in lines] == [1, 2, 3]
+    assert [line.get("kind") for line in lines] == ["set", "setPath", "delete"]
+    assert lines[0]["data"] == {"stage": "new", "qty": 1}
+    assert (lines[1]["path"], lines[1]["value"]) == ("qty", 2)
+    watcher.no_line()
+    assert watcher.alive()
+
+
+def test_watch_text_prints_each_change(tally, spawn):
+    put_record(tally, "orders/22", {"stage": "new"})
+    watcher = spawn(tally, "watch", "orders/22")
+    wait_subscriptions(tally, 1)
+    seqs = [write_seq(cli(tally, "set", "orders/22", "stage", value, "--json"))
+            for value in ("packed", "shipped")]
+    # skip the snapshot of the current state, if one is printed
+    seen = []
+    while len(seen) < 2:
+        line = watcher.line()
+        if str(seqs[0]) in line.split() or seen:
+            seen.append(line)
+    for line, seq, value in zip(seen, seqs, ("packed", "shipped")):
+        assert "orders/22" in line and str(seq) in line.split() and value in line, seen
+    watcher.no_line()
+
+
+def test_watch_prefix_sees_matching_names_only(tally, spawn):
+    watcher = spawn(tally, "watch", "orders/", "--json")
+    wait_subscriptions(tally, 1)
+    expected = []
+    for name, args in [("orders/1", ['{"a":1}']), ("other/1", ['{"a":1}']),
+                       ("ordersX", ['{"a":1}']), ("orders/2/x", ["a", "2"]),
+                       ("orders", ['{"a":1}']), ("orders/1", ["a", "3"])]:
+        seq = write_seq(cli(tally, "set", name, *args, "--json"))
+        if name.startswith("orders/"):
+            expected.append((name, seq))
+    seq = write_seq(cli(tally, "del", "orders/1", "--json"))
+    expected.append(("orders/1", seq))
+    lines = watcher.json_lines(len(expected))
+    assert [(line["name"], line["seq"]) for line in lines] == expected
+    assert all("version" in line for line in lines), lines
+    watcher.no_line()
+
+
+def test_watch_path_sees_changes_under_the_path_only(tally, spawn):
+    put_record(tally, "orders/23", {"stage": "new", "qty": 1})
+    watcher = spawn(tally, "watch", "orders/23", "--path", "stage", "--json")
+    wait_subscriptions(tally, 1)
+    cli(tally, "set", "orders/23", "qty", "2").ok()
+    cli(tally, "set", "orders/23", "stagehand", "bob").ok()
+    staged = write_seq(cli(tally, "set", "orders/23", "stage", "packed", "--json"))
+    cli(tally, "set", "orders/23", "qty", "3").ok()
+    deleted = write_seq(cli(tally, "del", "orders/23", "--json"))
+    lines = watcher.json_lines(2)
+    assert [line["seq"] for line in lines] == [staged, deleted], lines
+    assert (lines[0]["name"], lines[0]["path"], lines[0]["value"]) == ("orders/23", "stage", "packed")
+    assert lines[1]["kind"] == "delete"
+    watcher.no_line()
+
+
+def test_watch_since_replays_then_follows(tally, spawn):
+    seqs = []
+    for i in range(5):
+        seqs.append(write_seq(cli(tally, "set", "orders/24", "step", str(i), "--json")))
+        cli(tally, "set", "other/24", "step", str(i)).ok()  # interleaved, not watched
+    watcher = spawn(tally, "watch", "orders/24", "--since", str(seqs[1]), "--json")
+    replayed = watcher.json_lines(3)
+    assert [line["seq"] for line in replayed] == seqs[2:], replayed
+    assert [line["value"] for line in replayed] == [2, 3, 4]
+    assert [line["version"] for line in replayed] == [3, 4, 5]
+    wait_subscriptions(tally, 1)
+    live = write_seq(cli(tally, "set", "orders/24", "step", "5", "--json"))
+    line = watcher.json_line()
+    assert (line["seq"], line["value"]) == (live, 5)
+    watcher.no_line()
+
+
+def test_watch_prefix_since(tally, spawn):
+    start = head(tally)
+    expected = []
+    for i in range(3):
+        for name in (f"p/{i}", f"q/{i}"):
+            seq = write_seq(cli(tally, "set", name, "i", str(i), "--json"))
+            if name.startswith("p/"):
+                expected.append((name, seq))
+    watcher = spawn(tally, "watch", "p/", "--since", str(start), "--json")
+    lines = watcher.json_lines(3)
+    assert [(line["name"], line["seq"]) for line in lines] == expected
+    watcher.no_line()
+
+
+def test_watch_empty_prefix_sees_every_record(tally, spawn):
+    expected = [write_seq(cli(tally, "set", name, "n", "1", "--json")) for name in ("a", "b/c", "zz/1")]
+    watcher = spawn(tally, "watch", "", "--since", "0", "--json")
+    assert [line["seq"] for line in watcher.json_lines(3)] == expected
+    wait_subscriptions(tally, 1)
+    live = write_seq(cli(tally, "set", "q", "n", "1", "--json"))
+    assert watcher.json_line()["seq"] == live
+
+
+@pytest.mark.parametrize("command", [["watch", "orders/"], ["on", "scanner"]])
+def test_interrupt_stops_watch_and_on(tally, spawn, command):
+    process = spawn(tally, *command, "--json")
+    wait_subscriptions(tally, 1)
+    os.kill(process.process.pid, signal.SIGINT)
+    try:
+        process.process.wait(3)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"still running 3 s after SIGINT: {process.describe()}") from None
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: `tally watch NAME --since N --json` with N older than the hub's change log "
+    "(the subscribe reply has resnapshot:true and a snapshot instead of changes) prints "
+    "nothing at all, on stdout or stderr: the changes after N are silently lost and the "
+    "snapshot is dropped (ClientCommands.watch only shows a snapshot when not --json, and "
+    "never mentions the resnapshot; text mode prints the snapshot but no notice either)"))
+def test_watch_since_older_than_the_log_is_not_silent(tally_factory, spawn):
+    server = tally_factory("--retain-changes", "2")
+    for i in range(6):
+        cli(server, "set", "orders/50", "n", str(i)).ok()
+    assert rest(server, "GET", "/v1/changes?since=1").status == 410  # the log no longer reaches seq 1
+    watcher = spawn(server, "watch", "orders/50", "--since", "1", "--json")
+    wait_subscriptions(server, 1)
+    try:
+        line = watcher.out.get(timeout=2.0)
+    except queue.Empty:
+        line = None
+    said = line is not None or watcher.err_seen or not watcher.err.empty()
+    assert said, f"no output on stdout or stderr after a resnapshot: {watcher.describe()}"
+
+
+def test_watch_reconnects_when_the_hub_goes_away(tally_factory, spawn):
+    server = tally_factory()
+    watcher = spawn(server, "watch", "orders/", "--json")
+    wait_subscriptions(server, 1)
+    seq = write_seq(cli(server, "set", "orders/30", "stage", "new", "--json"))
+    assert watcher.json_line()["seq"] == seq
+    server.kill()
+    watcher.stderr_matching("reconnecting", timeout=5.0)
+    time.sleep(1.5)  # it keeps trying instead of exiting
+    assert watcher.alive(), watcher.describe()
+    watcher.no_line(0.1)
+
+
+def test_watch_resumes_after_a_restart_on_the_same_port(tally_factory, spawn):
+    first = tally_factory()
+    port, data_dir = first.port, first.data_dir
+    watcher = spawn(first, "watch", "orders/", "--json")
+    wait_subscriptions(first, 1)
+    seq = write_seq(cli(first, "set", "orders/31", "n", "0", "--json"))
+    assert watcher.json_line()["seq"] == seq
+    assert first.stop() == 0
+    watcher.stderr_matching("reconnecting", timeout=5.0)
+    second = tally_factory("--port", str(port), "--data", str(data_dir))
+    assert second.port == port
+    # written before the watcher is back (it retries every second): replayed from its last seq
+    missed = [write_seq(cli(second, "set", "orders/31", "n", str(i), "--json")) for i in (1, 2)]
+    cli(second, "set", "other/31", "n", "1").ok()
+    lines = watcher.json_lines(2, timeout=8.0)
+    assert [line["seq"] for line in lines] == missed, lines
+    wait_subscriptions(second, 1)
+    live = write_seq(cli(second, "set", "orders/31", "n", "3", "--json"))
+    line = watcher.json_line()
+    assert (line["seq"], line["value"], line["version"]) == (live, 3, 4)
+    watcher.no_line()
+
+
+# --------------------------------------------------------------------------
+# list
+
+
+def test_list_add_show_remove(tally):
+    cli(tally, "list", "add", "open", "orders/1").ok()
+    cli(tally, "list", "add", "open", "orders/2").ok()
+    added = cli(tally, "list", "add", "open", "orders/0", "--at", "0", "--json").ok().json()
+    assert added["version"] == 3
+    cli(tally, "list", "add", "open", "orders/1").ok()
+    assert list_envelope(tally, "open")["entries"] == ["orders/0", "orders/1", "orders/2", "orders/1"]
+
+    shown = cli(tally, "list", "show", "open").ok()
+    assert shown.out.splitlines() == ["orders/0", "orders/1", "orders/2", "orders/1"]
+    envelope = cli(tally, "list", "show", "open", "--json").ok().json()
+    rest_envelope = list_envelope(tally, "open")
+    assert envelope["entries"] == rest_envelope["entries"]
+    assert (envelope["version"], envelope["seq"]) == (rest_envelope["version"], rest_envelope["seq"])
+    assert (envelope["version"], envelope["seq"]) == (4, added["seq"] + 1)
+
+    cli(tally, "list", "remove", "open", "orders/1", "--at", "3").ok()
+    assert list_envelope(tally, "open")["entries"] == ["orders/0", "orders/1", "orders/2"]
+    cli(tally, "list", "remove", "open", "orders/0").ok()
+    assert list_envelope(tally, "open")["entries"] == ["orders/1", "orders/2"]
+    assert cli(tally, "list", "show", "open").ok().out.splitlines() == ["orders/1", "orders/2"]
+
+    before = head(tally)
+    missing = cli(tally, "list", "remove", "open", "orders/9")
+    assert missing.rc == 1 and missing.err.strip(), missing
+    unknown = cli(tally, "list", "show", "nolist")
+    assert unknown.rc == 1 and "nolist" in unknown.err, unknown
+    assert head(tally) == before
+
+
+def test_list_remove_every_occurrence(tally):
+    for entry in ("a/1", "b/1", "a/1", "a/1"):
+        cli(tally, "list", "add", "dups", entry).ok()
+    cli(tally, "list", "remove", "dups", "a/1").ok()
+    assert list_envelope(tally, "dups")["entries"] == ["b/1"]
+
+
+# --------------------------------------------------------------------------
+# emit / on
+
+
+def test_emit_and_on(tally, spawn):
+    plain = spawn(tally, "on", "scanner")
+    whole = spawn(tally, "on", "scanner", "--json")
+    wait_subscriptions(tally, 2)
+    emitted = cli(tally, "emit", "scanner", '{"code":"0042"}').ok()
+    assert "2" in emitted.out, emitted
+    assert cli(tally, "emit", "other", '{"code":"x"}', "--json").ok().json()["delivered"] == 0
+    cli(tally, "emit", "scanner", "hello").ok()
+    delivered = cli(tally, "emit", "scanner", "42", "--json").ok().json()
+    assert delivered["delivered"] == 2
+    assert [json.loads(plain.line()) for _ in range(3)] == [{"code": "0042"}, "hello", 42]
+    events = whole.json_lines(3)
+    assert [(e.get("op"), e.get("topic"), e.get("data")) for e in events] == [
+        ("event", "scanner", {"code": "0042"}), ("event", "scanner", "hello"), ("event", "scanner", 42)]
+    plain.no_line(0.1)
+    whole.no_line(0.1)
+    # events are not stored
+    assert head(tally) == 0
+
+
+# --------------------------------------------------------------------------
+# Where the hub is
+
+
+def test_tally_url_and_http_forms(tally):
+    put_record(tally, "orders/40", {"stage": "new"})
+    base = f"http://{tally.host}:{tally.port}"
+    for url in (base, base + "/", f"ws://{tally.host}:{tally.port}/v1/ws"):
+        got = run("get", "orders/40", env=clean_env(TALLY_URL=url))
+        assert got.ok().json() == {"stage": "new"}, url
+    run("set", "orders/40", "stage", "ready", env=clean_env(TALLY_URL=base)).ok()
+    assert record(tally, "orders/40")["data"] == {"stage": "ready"}
+    assert run("get", "orders/40", "--server", base).ok().json() == {"stage": "ready"}
+    # --server wins over TALLY_URL
+    sock = dead_port()
+    try:
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        overridden = run("get", "orders/40", "--server", base, env=clean_env(TALLY_URL=dead))
+        assert overridden.ok().json() == {"stage": "ready"}
+        refused = run("get", "orders/40", env=clean_env(TALLY_URL=dead))
+        assert refused.rc == 1 and f"127.0.0.1:{sock.getsockname()[1]}" in refused.err, refused
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize("args", [
+    ["get", "orders/1"],
+    ["get", "orders/1", "--json"],
+    ["set", "orders/1", "stage", "ready"],
+    ["set", "orders/1", '{"a":1}'],
+    ["del", "orders/1"],
+    ["watch", "orders/1"],
+    ["watch", "orders/"],
+    ["list", "show", "open"],
+    ["list", "add", "open", "orders/1"],
+    ["emit", "scanner", "1"],
+    ["on", "scanner"],
+])
+def test_unreachable_hub(args):
+    sock = dead_port()
+    try:
+        port = sock.getsockname()[1]
+        url = f"ws://127.0.0.1:{port}"
+        result = run(*args, "--server", url, timeout=12)
+    finally:
+        sock.close()
+    assert result.rc == 1, result
+    assert f"127.0.0.1:{port}" in result.err, result
+    assert result.out == "", result
+    assert result.elapsed < 10, result
+
+
+def test_hub_that_never_answers():
+    """A listener that accepts and stays silent: still an error, in bounded time."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    try:
+        result = run("get", "orders/1", "--server", f"ws://127.0.0.1:{port}", timeout=12)
+    finally:
+        listener.close()
+    assert result.rc == 1, result
+    assert f"127.0.0.1:{port}" in result.err, result
+    assert result.elapsed < 10, result
+
+
+# --------------------------------------------------------------------------
+# Usage
+
+
+@pytest.mark.parametrize("args", [
+    ["get"],
+    ["get", "a", "b"],
+    ["get", "/x"],
+    ["get", "x/"],
+    ["get", "a//b"],
+    ["get", "orders/1", "--bogus"],
+    ["get", "orders/1", "--path"],
+    ["get", "orders/1", "--json=1"],
+    ["set"],
+    ["set", "orders/1"],
+    ["set", "/x", '{"a":1}'],
+    ["set", "orders/1", "a", "b", "c"],
+    ["set", "orders/1", '{"a":1}', "--frobnicate"],
+    ["set", "orders/1", "stage", "x", "--if-version", "abc"],
+    ["set", "orders/1", "stage", "x", "--if-version", "-1"],
+    ["set", "orders/1", "stage", "x", "--if-version", "1.5"],
+    ["set", "orders/1", "stage", "x", "--if-version", ""],
+    ["del"],
+    ["del", "/x"],
+    ["del", "orders/1", "--if-version", "x"],
+    ["watch"],
+    ["watch", "/x"],
+    ["watch", "a//b"],
+    ["watch", "orders/1", "--since", "abc"],
+    ["watch", "orders/1", "--since", "-1"],
+    ["watch", "orders/", "--path", "stage"],
+    ["list"],
+    ["list", "show"],
+    ["list", "frob", "open"],
+    ["list", "show", "/x"],
+    ["list", "add", "open", "x", "--at", "-1"],
+    ["emit"],
+    ["emit", "scanner"],
+    ["emit", "/x", "1"],
+    ["on"],
+    ["on", "/x"],
+    ["on", "a", "b"],
+])
+def test_usage_errors(module_tally, args):
+    before = head(module_tally)
+    result = cli(module_tally, *args)
+    assert result.rc == 2, result
+    assert result.err.strip(), result
+    assert result.out == "", result
+    assert result.elapsed < 10, result
+    assert head(module_tally) == before
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: `tally list` connects to the hub before checking its arguments "
+    "(ClientCommands.list checks the ENTRY count and validates ENTRY after "
+    "c.connect()), so a usage error gives exit 1 'cannot reach the hub' when the hub "
+    "is down, instead of exit 2"))
+@pytest.mark.parametrize("args", [
+    ["list", "add", "open"],
+    ["list", "show", "open", "extra"],
+    ["list", "add", "open", "/bad"],
+])
+def test_list_usage_errors_do_not_need_the_hub(args):
+    sock = dead_port()
+    try:
+        result = run(*args, "--server", f"ws://127.0.0.1:{sock.getsockname()[1]}")
+    finally:
+        sock.close()
+    assert result.rc == 2, result
+
+
+@pytest.mark.parametrize("args", [
+    ["list", "add", "open"],
+    ["list", "show", "open", "extra"],
+    ["list", "add", "open", "/bad"],
+])
+def test_list_usage_errors_with_a_hub(module_tally, args):
+    before = head(module_tally)
+    result = cli(module_tally, *args)
+    assert result.rc == 2 and result.err.strip(), result
+    assert head(module_tally) == before
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help(command):
+    result = run(command, "--help")
+    assert result.rc == 0, result
+    assert result.out.startswith(f"Usage: tally {command}"), result
+    assert "--server" in result.out and "--json" in result.out, result
+    # --help needs no hub, and wins over the other arguments
+    sock = dead_port()
+    try:
+        with_args = run(command, "x", "--help", "--server", f"ws://127.0.0.1:{sock.getsockname()[1]}")
+    finally:
+        sock.close()
+    assert with_args.rc == 0 and with_args.out.startswith(f"Usage: tally {command}"), with_args
