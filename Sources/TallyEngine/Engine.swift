@@ -29,7 +29,12 @@ public struct Engine: Sendable {
                 changes.append(change)
             } catch {
                 var error = error
-                if atomic { error.details["index"] = .number(JSONNumber(index)) }
+                if atomic {
+                    error.details["index"] = .number(JSONNumber(index))
+                    if case .string(let field)? = error.details["field"] {
+                        error.details["field"] = .string("ops[\(index)].\(field)")
+                    }
+                }
                 throw error
             }
         }
@@ -183,12 +188,12 @@ public struct Engine: Sendable {
             guard current != nil else { throw missing() }
             var removed: [Int] = []
             if let at {
-                guard at < entries.count, entries[at] == entry else {
+                guard at < entries.count, entries[at].sameBytes(as: entry) else {
                     throw ProtocolError(.notFound, "\"\(name)\" has no \"\(entry)\" at index \(at)")
                 }
                 removed = [at]
             } else {
-                removed = entries.indices.filter { entries[$0] == entry }
+                removed = entries.indices.filter { entries[$0].sameBytes(as: entry) }
                 guard !removed.isEmpty else { throw ProtocolError(.notFound, "\"\(name)\" has no entry \"\(entry)\"") }
             }
             for index in removed.reversed() { entries.remove(at: index) }
@@ -231,25 +236,25 @@ public struct Engine: Sendable {
 /// the caller's state, which is only read.
 struct Overlay<Base: EngineState> {
     var base: Base
-    private var records: [String: RecordState?] = [:]
-    private var lists: [String: ListState?] = [:]
+    private var records: [ByteKey: RecordState?] = [:]
+    private var lists: [ByteKey: ListState?] = [:]
 
     init(base: Base) { self.base = base }
 
     mutating func record(_ name: String) throws(ProtocolError) -> RecordState? {
-        if let known = records[name] { return known }
+        if let known = records[ByteKey(name)] { return known }
         return try base.record(name)
     }
 
     mutating func list(_ name: String) throws(ProtocolError) -> ListState? {
-        if let known = lists[name] { return known }
+        if let known = lists[ByteKey(name)] { return known }
         return try base.list(name)
     }
 
     mutating func remember(_ change: Change) {
         switch change.target {
-        case .record(_, let after, _): records[change.name] = .some(after)
-        case .list(_, let after): lists[change.name] = .some(after)
+        case .record(_, let after, _): records[ByteKey(change.name)] = .some(after)
+        case .list(_, let after): lists[ByteKey(change.name)] = .some(after)
         }
     }
 }

@@ -11,13 +11,14 @@ import TallyProtocol
 /// in use, the name's first bytes of that length are one lookup. Subscribers
 /// pick short, shared prefixes (`orders/`), so there are few distinct lengths.
 public struct SubscriptionRegistry: Sendable {
-    private var records: [String: [Int]] = [:]
-    private var paths: [String: [(slot: Int, path: RecordPath)]] = [:]
-    private var lists: [String: [Int]] = [:]
-    private var prefixes: [Substring: [Int]] = [:]
+    // Keyed by bytes, not canonical equivalence (see `ByteKey`).
+    private var records: [ByteKey: [Int]] = [:]
+    private var paths: [ByteKey: [(slot: Int, path: RecordPath)]] = [:]
+    private var lists: [ByteKey: [Int]] = [:]
+    private var prefixes: [ByteKey: [Int]] = [:]
     /// Distinct prefix byte lengths in use, ascending, with how many prefixes have each.
     private var prefixLengths: [(length: Int, count: Int)] = []
-    private var topics: [String: [Int]] = [:]
+    private var topics: [ByteKey: [Int]] = [:]
     private var bySlot: [Set<SubscriptionTarget>] = []
     private var freeSlots: [Int] = []
     private var stamps: [UInt32] = []
@@ -52,12 +53,12 @@ public struct SubscriptionRegistry: Sendable {
         guard bySlot[slot].insert(target).inserted else { return false }
         count += 1
         switch target {
-        case .record(let name): records[name, default: []].append(slot)
-        case .path(let name, let path): paths[name, default: []].append((slot, path))
-        case .list(let name): lists[name, default: []].append(slot)
-        case .topic(let topic): topics[topic, default: []].append(slot)
+        case .record(let name): records[ByteKey(name), default: []].append(slot)
+        case .path(let name, let path): paths[ByteKey(name), default: []].append((slot, path))
+        case .list(let name): lists[ByteKey(name), default: []].append(slot)
+        case .topic(let topic): topics[ByteKey(topic), default: []].append(slot)
         case .prefix(let prefix):
-            let key = Substring(prefix)
+            let key = ByteKey(prefix)
             if prefixes[key] == nil { adjustPrefixLength(prefix.utf8.count, by: 1) }
             prefixes[key, default: []].append(slot)
         }
@@ -69,7 +70,8 @@ public struct SubscriptionRegistry: Sendable {
     public mutating func remove(_ target: SubscriptionTarget, slot: Int) -> Bool {
         guard bySlot[slot].remove(target) != nil else { return false }
         count -= 1
-        func drop(_ table: inout [String: [Int]], _ key: String) {
+        func drop(_ table: inout [ByteKey: [Int]], _ name: String) {
+            let key = ByteKey(name)
             table[key]?.removeAll { $0 == slot }
             if table[key]?.isEmpty == true { table[key] = nil }
         }
@@ -78,10 +80,11 @@ public struct SubscriptionRegistry: Sendable {
         case .list(let name): drop(&lists, name)
         case .topic(let topic): drop(&topics, topic)
         case .path(let name, let path):
-            paths[name]?.removeAll { $0.slot == slot && $0.path == path }
-            if paths[name]?.isEmpty == true { paths[name] = nil }
+            let key = ByteKey(name)
+            paths[key]?.removeAll { $0.slot == slot && $0.path == path }
+            if paths[key]?.isEmpty == true { paths[key] = nil }
         case .prefix(let prefix):
-            let key = Substring(prefix)
+            let key = ByteKey(prefix)
             prefixes[key]?.removeAll { $0 == slot }
             if prefixes[key]?.isEmpty == true {
                 prefixes[key] = nil
@@ -109,27 +112,27 @@ public struct SubscriptionRegistry: Sendable {
         if generation == 0 { stamps = Array(repeating: 0, count: stamps.count); generation = 1 }
         switch change.target {
         case .list:
-            if let list = lists[change.name] { for slot in list { mark(slot, into: &slots) } }
+            if let list = lists[ByteKey(change.name)] { for slot in list { mark(slot, into: &slots) } }
         case .record(let before, let after, let scope):
-            let name = change.name
+            let name = ByteKey(change.name)
             if let whole = records[name] { for slot in whole { mark(slot, into: &slots) } }
             if let subscribed = paths[name] {
                 for (slot, path) in subscribed where Self.concerns(path: path, before: before, after: after, scope: scope) {
                     mark(slot, into: &slots)
                 }
             }
-            if !prefixLengths.isEmpty { matchPrefixes(of: name, into: &slots) }
+            if !prefixLengths.isEmpty { matchPrefixes(of: change.name, into: &slots) }
         }
     }
 
     /// Subscribers of an event topic (one subscription per slot per topic).
-    public func subscribers(ofTopic topic: String) -> [Int] { topics[topic] ?? [] }
+    public func subscribers(ofTopic topic: String) -> [Int] { topics[ByteKey(topic)] ?? [] }
 
     /// Whether `target` would see a change to record `name` (for replaying the log).
     public static func matches(_ target: SubscriptionTarget, recordNamed name: String) -> Bool {
         switch target {
-        case .record(let record), .path(let record, _): record == name
-        case .prefix(let prefix): name.utf8.starts(with: prefix.utf8)
+        case .record(let record), .path(let record, _): record.sameBytes(as: name)
+        case .prefix(let prefix): name.hasBytePrefix(prefix)
         case .list, .topic: false
         }
     }
@@ -162,7 +165,7 @@ public struct SubscriptionRegistry: Sendable {
             // A prefix ends on a scalar boundary; a continuation byte here
             // means no prefix of this length can match.
             if end < utf8.endIndex, utf8[end] & 0xC0 == 0x80 { continue }
-            if let matched = prefixes[name[..<end]] {
+            if let matched = prefixes[ByteKey(String(name.utf8[..<end])!)] {
                 for slot in matched { mark(slot, into: &slots) }
             }
         }

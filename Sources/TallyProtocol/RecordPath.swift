@@ -72,6 +72,20 @@ public struct RecordPath: Sendable, Hashable, CustomStringConvertible {
         isPrefix(of: other) || other.isPrefix(of: self)
     }
 
+    /// The value at `self` inside `value`, where `value` is what lives at
+    /// `ancestor` (a prefix of `self`); nil when absent.
+    public func value(in value: JSONValue, below ancestor: RecordPath) -> JSONValue? {
+        guard ancestor.isPrefix(of: self) else { return nil }
+        let rest = segments.dropFirst(ancestor.segments.count)
+        guard !rest.isEmpty else { return value }
+        return value.value(at: RecordPath(validated: Array(rest)))
+    }
+
+    /// The path without its last segment; nil for a one-segment path.
+    public var parent: RecordPath? {
+        segments.count > 1 ? RecordPath(validated: Array(segments.dropLast())) : nil
+    }
+
     /// The first `count` segments, for naming where an operation failed.
     func prefix(_ count: Int) -> RecordPath {
         RecordPath(validated: Array(segments.prefix(count)))

@@ -40,7 +40,8 @@ extension Request {
             writes.reserveCapacity(ops.count)
             for (index, element) in ops.enumerated() {
                 guard case .object(let inner) = element, case .string(let innerOp)? = inner["op"] else {
-                    throw .badField("ops[\(index)]", "ops[\(index)] must be an object with an \"op\"")
+                    throw ProtocolError(.badField, "ops[\(index)] must be an object with an \"op\"",
+                                        details: ["field": .string("ops[\(index)]"), "index": .number(JSONNumber(index))])
                 }
                 do throws(ProtocolError) {
                     guard let write = try Fields(inner).write(op: innerOp) else {
@@ -204,7 +205,10 @@ struct Fields {
     }
 
     /// The write named `op`, or nil when `op` is not a write.
+    static let writeOps: Set<String> = ["set", "merge", "delete", "increment", "addEntry", "removeEntry", "setEntries"]
+
     func write(op: String) throws(ProtocolError) -> Write? {
+        guard Self.writeOps.contains(op) else { return nil }
         let base = try int("version", min: 0)
         switch op {
         case "set":

@@ -46,12 +46,35 @@ public enum GetTarget: Sendable, Equatable {
     case prefix(String, after: String?, limit: Int)
 }
 
+/// Equal and hashed by the bytes of its names (see `ByteKey`).
 public enum SubscriptionTarget: Sendable, Hashable {
     case record(String)
     case path(String, RecordPath)
     case list(String)
     case prefix(String)
     case topic(String)
+
+    public static func == (lhs: SubscriptionTarget, rhs: SubscriptionTarget) -> Bool {
+        switch (lhs, rhs) {
+        case (.record(let a), .record(let b)), (.list(let a), .list(let b)),
+             (.prefix(let a), .prefix(let b)), (.topic(let a), .topic(let b)):
+            return a.sameBytes(as: b)
+        case (.path(let a, let p), .path(let b, let q)):
+            return a.sameBytes(as: b) && p == q
+        case (.record, _), (.list, _), (.prefix, _), (.topic, _), (.path, _):
+            return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .record(let name): hasher.combine(0 as UInt8); hasher.combine(ByteKey(name))
+        case .path(let name, let path): hasher.combine(1 as UInt8); hasher.combine(ByteKey(name)); hasher.combine(path)
+        case .list(let name): hasher.combine(2 as UInt8); hasher.combine(ByteKey(name))
+        case .prefix(let prefix): hasher.combine(3 as UInt8); hasher.combine(ByteKey(prefix))
+        case .topic(let topic): hasher.combine(4 as UInt8); hasher.combine(ByteKey(topic))
+        }
+    }
 }
 
 /// One write to one record or list.

@@ -119,21 +119,21 @@ extension HubCore {
         let storedMore = stored.count > limit
         var result: [RecordState] = []
         result.reserveCapacity(stored.count)
-        var seen = Set<String>()
+        var seen = Set<ByteKey>()
         for row in stored {
-            seen.insert(row.name)
-            if let cached = cache.records[row.name] {
+            seen.insert(ByteKey(row.name))
+            if let cached = cache.records[ByteKey(row.name)] {
                 if let state = cached.state { result.append(state) }
             } else {
                 result.append(try RecordState(stored: row))
             }
         }
         let boundary = storedMore ? stored.last?.name : nil
-        for name in cache.pendingRecordNames(prefix: prefix) where !seen.contains(name) {
+        for name in cache.pendingRecordNames(prefix: prefix) where !seen.contains(ByteKey(name)) {
             if let after, !after.utf8.lexicographicallyPrecedes(name.utf8) { continue }
             if let boundary, !name.utf8.lexicographicallyPrecedes(boundary.utf8) { continue }
-            seen.insert(name)
-            if let state = cache.records[name]?.state { result.append(state) }
+            seen.insert(ByteKey(name))
+            if let state = cache.records[ByteKey(name)]?.state { result.append(state) }
         }
         result.sort { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
         var more = storedMore
@@ -235,10 +235,30 @@ extension HubCore {
         guard stored.count < limit else { return nil }
         var pushes: [[UInt8]] = []
         var last = since
-        for change in stored {
-            last = max(last, change.seq)
-            if case .path(_, let path) = target, !Self.storedChange(change.message, concerns: path) { continue }
-            pushes.append(change.message)
+        if case .path(let name, let path) = target {
+            // Read the record's retained history from the floor, so the value
+            // under the path is known when the first missed change arrives.
+            do {
+                stored = try cache.reader.changes(after: floor, kind: .record, name: name, limit: limit)
+            } catch {
+                throw .storage(error)
+            }
+            guard stored.count < limit else { return nil }
+            var filter = PathReplay(path: path, logIsComplete: floor == 0)
+            for change in stored {
+                guard case .object(let push)? = try? JSONValue.parse(change.message) else { continue }
+                let concerned = filter.concerns(push)
+                if change.seq > since {
+                    last = max(last, change.seq)
+                    if concerned { pushes.append(change.message) }
+                }
+            }
+            last = max(last, stored.last?.seq ?? since)
+        } else {
+            for change in stored {
+                last = max(last, change.seq)
+                pushes.append(change.message)
+            }
         }
         for change in uncommitted where change.seq > last && Self.matches(target, change) {
             pushes.append(change.push)
@@ -250,21 +270,12 @@ extension HubCore {
     /// Whether a pending change concerns `target`.
     static func matches(_ target: SubscriptionTarget, _ change: Change) -> Bool {
         switch (target, change.target) {
-        case (.list(let name), .list): return name == change.name
+        case (.list(let name), .list): return name.sameBytes(as: change.name)
         case (.path(let name, let path), .record(let before, let after, let scope)):
-            return name == change.name && SubscriptionRegistry.concerns(path: path, before: before, after: after, scope: scope)
+            return name.sameBytes(as: change.name) && SubscriptionRegistry.concerns(path: path, before: before, after: after, scope: scope)
         case (_, .record): return SubscriptionRegistry.matches(target, recordNamed: change.name)
         case (_, .list): return false
         }
-    }
-
-    /// For replays from the log: a path change concerns a path subscriber
-    /// when the paths overlap; whole-record changes are always included.
-    static func storedChange(_ message: [UInt8], concerns path: RecordPath) -> Bool {
-        guard case .object(let push)? = try? JSONValue.parse(message),
-              case .string(let text)? = push["path"],
-              let changed = try? RecordPath(parsing: text) else { return true }
-        return changed.overlaps(path)
     }
 
     // MARK: writes
@@ -319,7 +330,7 @@ extension HubCore {
         var idempotency: StoredIdempotency?
         if let key {
             let bytes = JSONValue.object(reply).serialized()
-            recentKeys[key] = (last, bytes)
+            recentKeys[ByteKey(key)] = (last, bytes)
             idempotency = StoredIdempotency(key: key, seq: last, time: now, response: bytes)
         }
         emitUnit(StoreUnit(mutations: mutations, changes: stored, idempotency: idempotency, token: UInt64(last)))
@@ -338,7 +349,7 @@ extension HubCore {
     }
 
     private func priorReply(for key: String) -> Result<(seq: Int64, reply: JSONObject)?, ProtocolError> {
-        var found = recentKeys[key]
+        var found = recentKeys[ByteKey(key)]
         if found == nil {
             do {
                 if let row = try cache.reader.idempotency(key) { found = (row.seq, row.response) }

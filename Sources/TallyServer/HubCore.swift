@@ -73,7 +73,7 @@ public final class HubCore: @unchecked Sendable {
     /// Accepted changes not yet committed, in seq order (for resume replays).
     var uncommitted: [Change] = []
     /// Idempotency keys of recent writes: the reply members and their seq.
-    var recentKeys: [String: (seq: Int64, reply: [UInt8])] = [:]
+    var recentKeys: [ByteKey: (seq: Int64, reply: [UInt8])] = [:]
     private var units: [StoreUnit] = []
     private var held: [(seq: Int64, output: Output)] = []
     private var heldHead = 0

@@ -18,8 +18,9 @@ final class StateCache: EngineState {
         var pinnedSeq: Int64
     }
 
-    private(set) var records: [String: Entry<RecordState>] = [:]
-    private(set) var lists: [String: Entry<ListState>] = [:]
+    /// Keyed by bytes, as the store is (see `ByteKey`).
+    private(set) var records: [ByteKey: Entry<RecordState>] = [:]
+    private(set) var lists: [ByteKey: Entry<ListState>] = [:]
     /// Uncommitted changes in seq order, to unpin on commit.
     private var pinned: [(seq: Int64, name: String, isList: Bool)] = []
     private var pinnedHead = 0
@@ -34,18 +35,18 @@ final class StateCache: EngineState {
     // MARK: EngineState
 
     func record(_ name: String) throws(ProtocolError) -> RecordState? {
-        if let entry = records[name] { return entry.state }
+        if let entry = records[ByteKey(name)] { return entry.state }
         let state = try Self.load(record: name, from: reader)
-        records[name] = Entry(state: state, pinnedSeq: 0)
+        records[ByteKey(name)] = Entry(state: state, pinnedSeq: 0)
         return state
     }
 
     func list(_ name: String) throws(ProtocolError) -> ListState? {
-        if let entry = lists[name] { return entry.state }
+        if let entry = lists[ByteKey(name)] { return entry.state }
         let stored: StoredList?
         do { stored = try reader.list(name) } catch { throw .storage(error) }
         let state = stored.map(ListState.init(stored:))
-        lists[name] = Entry(state: state, pinnedSeq: 0)
+        lists[ByteKey(name)] = Entry(state: state, pinnedSeq: 0)
         return state
     }
 
@@ -61,8 +62,8 @@ final class StateCache: EngineState {
     /// Makes an accepted (not yet committed) change the current state.
     func apply(_ change: Change) {
         switch change.target {
-        case .record(_, let after, _): records[change.name] = Entry(state: after, pinnedSeq: change.seq)
-        case .list(_, let after): lists[change.name] = Entry(state: after, pinnedSeq: change.seq)
+        case .record(_, let after, _): records[ByteKey(change.name)] = Entry(state: after, pinnedSeq: change.seq)
+        case .list(_, let after): lists[ByteKey(change.name)] = Entry(state: after, pinnedSeq: change.seq)
         }
         pinned.append((change.seq, change.name, change.isList))
     }
@@ -70,7 +71,8 @@ final class StateCache: EngineState {
     /// Everything up to `seq` is committed: those entries may be evicted now.
     func committed(through seq: Int64) {
         while pinnedHead < pinned.count, pinned[pinnedHead].seq <= seq {
-            let (pinSeq, name, isList) = pinned[pinnedHead]
+            let (pinSeq, text, isList) = pinned[pinnedHead]
+            let name = ByteKey(text)
             if isList {
                 if lists[name]?.pinnedSeq == pinSeq { lists[name]?.pinnedSeq = 0 }
             } else if records[name]?.pinnedSeq == pinSeq {
@@ -93,7 +95,7 @@ final class StateCache: EngineState {
         var names: [String] = []
         for index in pinnedHead..<pinned.count where !pinned[index].isList {
             let name = pinned[index].name
-            if name.utf8.starts(with: prefix.utf8) { names.append(name) }
+            if name.hasBytePrefix(prefix) { names.append(name) }
         }
         return names
     }

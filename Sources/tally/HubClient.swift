@@ -16,9 +16,11 @@ final class HubClient {
         var url = flag ?? getenv("TALLY_URL").map { String(cString: $0) } ?? "ws://127.0.0.1:8080"
         if url.hasPrefix("http://") { url = "ws://" + url.dropFirst(7) }
         if url.hasPrefix("https://") { url = "wss://" + url.dropFirst(8) }
-        let afterScheme = url.range(of: "://").map { url[$0.upperBound...] } ?? Substring(url)
-        if !afterScheme.contains("/") { url += "/v1/ws" } else if url.hasSuffix("/") && afterScheme.filter({ $0 == "/" }).count == 1 {
-            url += "v1/ws"
+        // The part after "scheme://": no slash means no path.
+        let parts = url.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+        let hasScheme = parts.count >= 3 && parts[0].hasSuffix(":") && parts[1].isEmpty
+        if hasScheme {
+            if parts.count == 3 { url += "/v1/ws" } else if parts.count == 4, parts[3].isEmpty { url += "v1/ws" }
         }
         return url
     }

@@ -136,10 +136,8 @@ struct EngineListTests {
         try hub.write(Write(name: "l", action: .setEntries(["\u{E9}"])))
         // "e\u{301}" is canonically equivalent to "\u{E9}" but another name
         // (the stores compare names bytewise, PROTOCOL.md counts bytes).
-        // BUG (Engine.swift:186 and :191): removeEntry compares entries with
-        // String ==, which is canonical equivalence, so it removes "é" when
-        // asked to remove "e\u{301}".
-        withKnownIssue("removeEntry matches canonically equivalent entries") {
+        // removeEntry compares entries by bytes.
+        do {
             let error = hub.error(Write(name: "l", action: .removeEntry("e\u{301}", at: nil)))
             #expect(error?.code == .notFound)
             #expect(hub.state.list(named: "l")?.entries.map { Array($0.utf8) } == [[0xC3, 0xA9]])
@@ -248,10 +246,8 @@ struct EngineGroupTests {
         let hub = EngineHarness()
         // Two names that are canonically equivalent but different bytes are
         // two records to the store (ByteName, SQLite BINARY).
-        // BUG (Engine.swift:234-235, Overlay keyed by String): inside a
-        // group the second write sees the first one's record as its own, so
-        // it gets version 2 and a `before`, while the store has no such row.
-        withKnownIssue("the atomic overlay conflates canonically equivalent names") {
+        // Inside a group, canonically equivalent names are still different records.
+        do {
             let changes = try hub.apply([
                 Write(name: "\u{E9}", action: .set(["a": 1])),
                 Write(name: "e\u{301}", action: .set(["b": 2]), baseVersion: 0),

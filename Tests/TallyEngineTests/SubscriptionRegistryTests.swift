@@ -113,9 +113,8 @@ struct SubscriptionRegistryTests {
         #expect(registry.slots(touched("éa")) == [e])
         // "e" + U+0301 starts with the byte "e", not with "é".
         #expect(!SubscriptionRegistry.matches(.prefix("é"), recordNamed: "e\u{301}"))
-        // BUG (same as namesMatchByBytes): at length 3 (in use by "日") the
-        // lookup of "e\u{301}" finds the canonically equivalent key "é".
-        withKnownIssue("prefix \"é\" matches the name \"e\u{301}\"") {
+        // A prefix lookup of "e\u{301}" must not find the canonically equivalent key "é".
+        do {
             #expect(registry.slots(touched("e\u{301}")) == [])
         }
         #expect(registry.slots(touched("ab日")).sorted() == [a, ab])
@@ -139,18 +138,13 @@ struct SubscriptionRegistryTests {
         // The static matcher (used for replays of pending changes) compares
         // prefixes by bytes...
         #expect(!SubscriptionRegistry.matches(.prefix("a\u{301}\u{316}"), recordNamed: "a\u{316}\u{301}/x"))
-        // ...but BUG (SubscriptionRegistry.swift:131): `.record`/`.path`
-        // compare with String ==, i.e. canonical equivalence.
-        withKnownIssue("matches(.record) uses canonical equivalence") {
+        // `matches` compares record names by bytes.
+        do {
             #expect(!SubscriptionRegistry.matches(.record("\u{E9}"), recordNamed: "e\u{301}"))
             #expect(!SubscriptionRegistry.matches(.path("\u{E9}", path("a")), recordNamed: "e\u{301}"))
         }
-        // BUG (SubscriptionRegistry.swift:14-20): the tables are keyed by
-        // String/Substring, whose == is canonical equivalence, so a change to
-        // record "e\u{301}" reaches subscribers of the different record "é"
-        // (and likewise for lists, topics and prefixes) — live pushes then
-        // disagree with the byte-wise store, replays and `matches`.
-        withKnownIssue("registry matches canonically equivalent names") {
+        // The registry's tables are keyed by bytes, so canonically equivalent names are different subscriptions.
+        do {
             #expect(registry.slots(touched("e\u{301}")) == [])
             #expect(registry.slots(listChange("e\u{301}")) == [])
             #expect(registry.slots(touched("a\u{316}\u{301}/x")) == [])

@@ -292,11 +292,8 @@ struct HubSyncTests {
 
             let back = try hub.connect()
             let resumed = try back.ok(#"{"op":"subscribe","name":"o","path":"stage","since":1}"#)
-            // BUG (HubCore+Requests.swift:240 / storedChange at :263): replay
-            // keeps every whole-record change of the record, so a resumed path
-            // subscriber gets seq 2, which no live path subscriber received —
-            // not "exactly the matching changes" of guarantee 5.
-            withKnownIssue("path resume includes whole-record changes that left the path alone") {
+            // A resumed path subscriber gets exactly what a live one got: not the whole-record write that left the path alone.
+            do {
                 #expect(resumed["changes"]?.arrayValue?.map { $0["seq"] } == [3])
             }
         }
@@ -336,12 +333,9 @@ struct HubSyncTests {
             let client = try hub.connect()
             try client.ok(#"{"op":"set","name":"a","data":{},"idem":"\u00e9"}"#)
             let second = try client.ok(#"{"op":"set","name":"b","data":{},"idem":"e\u0301"}"#)
-            // BUG (HubCore.swift:76, recentKeys keyed by String): the key
-            // "e\u0301" is found as the canonically equivalent "é", so the write
-            // to "b" is answered with the reply of the write to "a" and never
-            // applied, while the store (ByteName) treats them as two keys.
+            // Idempotency keys compare by bytes: "e\u0301" is not the key "é".
             let b = try client.request(#"{"op":"get","name":"b"}"#)
-            withKnownIssue("idempotency keys are compared by canonical equivalence") {
+            do {
                 #expect(second["name"] == "b")
                 #expect(b["ok"] == true)
             }
@@ -353,11 +347,8 @@ struct HubSyncTests {
             let client = try hub.connect()
             try client.ok(#"{"op":"set","name":"\u00e9","data":{"which":"precomposed"}}"#)
             let other = try client.request(#"{"op":"get","name":"e\u0301"}"#)
-            // BUG (StateCache.swift:21-22, records/lists keyed by String):
-            // "e\u0301" is another record than "é" to the store, but the cache
-            // finds "é" under it, so get answers with the wrong record (and a
-            // write to it would start at version 2 based on the wrong data).
-            withKnownIssue("the state cache conflates canonically equivalent names") {
+            // The cache keys records by bytes, as the store does.
+            do {
                 #expect(other.errorCode == "not_found")
                 let created = try client.ok(#"{"op":"set","name":"e\u0301","data":{}}"#)
                 #expect(created["version"] == 1)
