@@ -61,7 +61,7 @@ extension HubCore {
                 let floor: Int64
                 let stored: [StoredChange]
                 do {
-                    floor = try cache.reader.state().floorSeq
+                    floor = try cache.reader.sequenceBounds().floor
                     stored = since < floor ? [] : try cache.reader.changes(after: since, limit: limit + 1)
                 } catch {
                     throw .storage(error)

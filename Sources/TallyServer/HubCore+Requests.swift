@@ -48,7 +48,7 @@ extension HubCore {
                 details: ["supported": .array(Request.supportedProtocols.map { .number(JSONNumber($0)) })]))
         }
         let floor: Int64
-        do { floor = try cache.reader.state().floorSeq } catch {
+        do { floor = try cache.reader.sequenceBounds().floor } catch {
             return answer(session, id: id, error: .storage(error))
         }
         session.saidHello = true
@@ -214,7 +214,7 @@ extension HubCore {
     /// longer reaches back that far (or the gap is too long to replay).
     private func replay(_ target: SubscriptionTarget, since: Int64) throws(ProtocolError) -> [[UInt8]]? {
         let floor: Int64
-        do { floor = try cache.reader.state().floorSeq } catch { throw .storage(error) }
+        do { floor = try cache.reader.sequenceBounds().floor } catch { throw .storage(error) }
         guard since >= floor, since <= headSeq else { return nil }
         let limit = configuration.maxReplayChanges + 1
         var stored: [StoredChange]

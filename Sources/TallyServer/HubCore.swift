@@ -86,13 +86,13 @@ public final class HubCore: @unchecked Sendable {
         self.logger = logger
         self.engine = Engine(limits: configuration.limits)
         let reader = try store.makeReader()
-        let state = try reader.state()
-        headSeq = state.headSeq
-        committedSeq = state.headSeq
+        let bounds = try reader.sequenceBounds()
+        headSeq = bounds.head
+        committedSeq = bounds.head
         cache = StateCache(reader: reader, capacity: configuration.cacheCapacity)
         metrics.headSeq.store(Int(headSeq), ordering: .relaxed)
         metrics.committedSeq.store(Int(headSeq), ordering: .relaxed)
-        metrics.floorSeq.store(Int(state.floorSeq), ordering: .relaxed)
+        metrics.floorSeq.store(Int(bounds.floor), ordering: .relaxed)
     }
 
     /// Starts the store writer and the core thread.
@@ -183,6 +183,9 @@ public final class HubCore: @unchecked Sendable {
         if recentKeys.count > 100_000 { recentKeys = recentKeys.filter { $0.value.seq > committedSeq } }
         metrics.recordCommit(nanos: outcome.durationNanos, units: outcome.tokens.count)
         metrics.committedSeq.store(Int(committedSeq), ordering: .relaxed)
+        if let floor = try? cache.reader.sequenceBounds().floor {
+            metrics.floorSeq.store(Int(floor), ordering: .relaxed)
+        }
     }
 
     // MARK: Outputs

@@ -65,6 +65,10 @@ final class MemoryReader: StoreReading {
         tables.withLock { $0.idempotency[ByteName(key)] }
     }
 
+    func sequenceBounds() throws(StoreError) -> (head: Int64, floor: Int64) {
+        tables.withLock { ($0.head, $0.floor) }
+    }
+
     func state() throws(StoreError) -> StoreState {
         tables.withLock { t in
             StoreState(headSeq: t.head, floorSeq: t.floor, recordCount: t.records.count, listCount: t.lists.count,

@@ -164,6 +164,11 @@ final class SQLiteReader: StoreReading {
         }
     }
 
+    func sequenceBounds() throws(StoreError) -> (head: Int64, floor: Int64) {
+        let meta = try SQLiteWriter.readMeta(self.meta)
+        return (meta.head, meta.floor)
+    }
+
     // MARK: Helpers
 
     private func bind(_ range: NameRange, to s: SQLiteStatement) throws(StoreError) {

@@ -19,4 +19,7 @@ public protocol StoreReading: AnyObject {
     /// Head and floor are O(1); the record and list counts are O(n) in
     /// SQLiteStore: call it rarely.
     func state() throws(StoreError) -> StoreState
+    /// The committed head seq and the log's floor, O(1): what every resume
+    /// and `hello` needs.
+    func sequenceBounds() throws(StoreError) -> (head: Int64, floor: Int64)
 }

@@ -181,10 +181,17 @@ enum ClientCommands {
             firstAttempt = false
             if case .array(let replayed)? = reply["changes"] {
                 for change in replayed { if let object = change.objectValue { show(change: object, c, &since) } }
-            } else if !c.json {
-                showSnapshot(reply)
+            } else {
+                if reply["resnapshot"] == .bool(true), let since {
+                    fputs("tally: the hub's change log no longer reaches back to seq \(since); showing the current state instead\n", stderr)
+                }
+                if !c.json {
+                    showSnapshot(reply)
+                } else if reply["resnapshot"] == .bool(true) {
+                    showSnapshotJSON(reply)
+                }
             }
-            if since == nil, case .number(let seq)? = reply["seq"] { since = seq.int64Value }
+            if reply["changes"] == nil, case .number(let seq)? = reply["seq"] { since = seq.int64Value }
             do {
                 while true {
                     guard let push = try client.nextPush(timeoutMillis: 60_000) else { continue }
@@ -206,6 +213,18 @@ enum ClientCommands {
             }
         }
         fflush(stdout)
+    }
+
+    /// After a resnapshot, each current record as one line shaped like a
+    /// push (`"op":"snapshot"`), so a --json consumer can resynchronise.
+    private static func showSnapshotJSON(_ reply: JSONObject) {
+        var records: [JSONValue] = reply["records"]?.arrayValue ?? []
+        if let record = reply["record"], record != .null { records.append(record) }
+        if let list = reply["list"], list != .null { records.append(list) }
+        for case .object(var record) in records {
+            record["op"] = "snapshot"
+            output(.object(record))
+        }
     }
 
     private static func show(change: JSONObject, _ c: Context, _ since: inout Int64?) {
@@ -231,19 +250,22 @@ enum ClientCommands {
             guard let value = Int(text), value >= 0 else { throw UsageError(message: "--at must be an index from 0") }
             at = value
         }
+        if p[0] == "show" {
+            guard p.count == 2 else { throw UsageError(message: "list show takes only the LIST") }
+        } else {
+            guard p.count == 3 else { throw UsageError(message: "list \(p[0]) needs LIST ENTRY") }
+            try Names.validate(p[2], field: "ENTRY")
+        }
         let client = try c.connect()
         defer { client.close() }
         switch p[0] {
         case "show":
-            guard p.count == 2 else { throw UsageError(message: "list show takes only the LIST") }
             var reply = try client.request(["op": "get", "list": .string(p[1])])
             reply["id"] = nil
             reply["ok"] = nil
             if c.json { return output(.object(reply)) }
             for entry in reply["entries"]?.arrayValue ?? [] { print(entry.stringValue ?? entry.serializedString) }
         default:
-            guard p.count == 3 else { throw UsageError(message: "list \(p[0]) needs LIST ENTRY") }
-            try Names.validate(p[2], field: "ENTRY")
             var message: JSONObject = ["op": p[0] == "add" ? "addEntry" : "removeEntry",
                                        "list": .string(p[1]), "entry": .string(p[2])]
             if let at { message["at"] = .number(JSONNumber(at)) }

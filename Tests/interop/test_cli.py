@@ -609,12 +609,6 @@ def test_interrupt_stops_watch_and_on(tally, spawn, command):
         raise AssertionError(f"still running 3 s after SIGINT: {process.describe()}") from None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: `tally watch NAME --since N --json` with N older than the hub's change log "
-    "(the subscribe reply has resnapshot:true and a snapshot instead of changes) prints "
-    "nothing at all, on stdout or stderr: the changes after N are silently lost and the "
-    "snapshot is dropped (ClientCommands.watch only shows a snapshot when not --json, and "
-    "never mentions the resnapshot; text mode prints the snapshot but no notice either)"))
 def test_watch_since_older_than_the_log_is_not_silent(tally_factory, spawn):
     server = tally_factory("--retain-changes", "2")
     for i in range(6):
@@ -622,12 +616,10 @@ def test_watch_since_older_than_the_log_is_not_silent(tally_factory, spawn):
     assert rest(server, "GET", "/v1/changes?since=1").status == 410  # the log no longer reaches seq 1
     watcher = spawn(server, "watch", "orders/50", "--since", "1", "--json")
     wait_subscriptions(server, 1)
-    try:
-        line = watcher.out.get(timeout=2.0)
-    except queue.Empty:
-        line = None
-    said = line is not None or watcher.err_seen or not watcher.err.empty()
-    assert said, f"no output on stdout or stderr after a resnapshot: {watcher.describe()}"
+    watcher.stderr_matching("no longer reaches back to seq 1", timeout=5.0)
+    snapshot = watcher.json_line()
+    assert snapshot["op"] == "snapshot" and snapshot["name"] == "orders/50", snapshot
+    assert snapshot["data"] == {"n": 5} and snapshot["version"] == 6, snapshot
 
 
 def test_watch_reconnects_when_the_hub_goes_away(tally_factory, spawn):
@@ -851,11 +843,6 @@ def test_usage_errors(module_tally, args):
     assert head(module_tally) == before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: `tally list` connects to the hub before checking its arguments "
-    "(ClientCommands.list checks the ENTRY count and validates ENTRY after "
-    "c.connect()), so a usage error gives exit 1 'cannot reach the hub' when the hub "
-    "is down, instead of exit 2"))
 @pytest.mark.parametrize("args", [
     ["list", "add", "open"],
     ["list", "show", "open", "extra"],
