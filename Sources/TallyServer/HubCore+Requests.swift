@@ -29,10 +29,9 @@ extension HubCore {
                 answer(session, id: id, error: error)
             }
         case .publish(let topic, let data):
-            let delivered = publish(topic: topic, data: data, replyFirst: { count in
+            publish(topic: topic, data: data) { count in
                 self.answer(session, id: id) { $0.int("delivered", Int64(count)) }
-            })
-            _ = delivered
+            }
         }
     }
 

@@ -112,7 +112,7 @@ public final class HubCore: @unchecked Sendable {
     /// Stops after the work already posted; commits what is queued and closes
     /// the store. Blocks until done.
     public func stop() {
-        let done = DispatchSemaphoreLike()
+        let done = OneShotSignal()
         mailbox.post(.stop { done.signal() })
         done.wait()
     }
@@ -270,14 +270,8 @@ public final class HubCore: @unchecked Sendable {
     }
 }
 
-/// Carries a non-Sendable value to another thread that becomes its only user.
-struct UncheckedSendable<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
-}
-
 /// A one-shot wait built on a pthread mutex and condition.
-final class DispatchSemaphoreLike: @unchecked Sendable {
+final class OneShotSignal: @unchecked Sendable {
     private var mutex = pthread_mutex_t()
     private var condition = pthread_cond_t()
     private var signalled = false
