@@ -26,6 +26,15 @@ public struct Change: Sendable {
     /// The reply's members for this change (`name`/`list`, `version`, `seq`, …).
     public var reply: JSONObject
 
+    public init(seq: Int64, time: Int64, name: String, target: Target, push: [UInt8], reply: JSONObject) {
+        self.seq = seq
+        self.time = time
+        self.name = name
+        self.target = target
+        self.push = push
+        self.reply = reply
+    }
+
     public var isList: Bool {
         if case .list = target { return true }
         return false

@@ -76,10 +76,12 @@ final class SQLiteWriter: CommitBackend {
             INSERT INTO idempotency(key, seq, time, response) VALUES (?1, ?2, ?3, ?4)
             ON CONFLICT(key) DO UPDATE SET seq = excluded.seq, time = excluded.time, response = excluded.response
             """, name: "put idempotency")
-        writeMeta = try c.prepare("""
-            UPDATE meta SET value = CASE key WHEN 'head_seq' THEN ?1 WHEN 'floor_seq' THEN ?2 ELSE ?3 END
-            WHERE key IN ('head_seq', 'floor_seq', 'change_count')
-            """, name: "write meta")
+        // One row per statement: a statement that may change several rows
+        // inside a transaction opens a statement journal ("a statement
+        // journal is used … for an UPDATE or DELETE that might change more
+        // than one row", sqlite.org/tempfiles.html), whose allocation and
+        // release per commit cost more than the update itself.
+        writeMeta = try c.prepare("UPDATE meta SET value = ?2 WHERE key = ?1", name: "write meta")
         changeSeqAtOffset = try c.prepare("SELECT seq FROM changes ORDER BY seq LIMIT 1 OFFSET ?1",
                                           name: "find prune limit by count")
         oldestChanges = try c.prepare("SELECT seq, time FROM changes ORDER BY seq LIMIT ?1",
@@ -235,11 +237,16 @@ final class SQLiteWriter: CommitBackend {
         }
     }
 
-    private func write(_ meta: Meta) throws(StoreError) {
-        try writeMeta.bind(1, meta.head)
-        try writeMeta.bind(2, meta.floor)
-        try writeMeta.bind(3, meta.changeCount)
-        try writeMeta.run()
+    /// Writes the meta values that differ from the committed ones.
+    private func write(_ next: Meta) throws(StoreError) {
+        func put(_ key: String, _ value: Int64) throws(StoreError) {
+            try writeMeta.bind(1, text: key)
+            try writeMeta.bind(2, value)
+            try writeMeta.run()
+        }
+        if next.head != meta.head { try put("head_seq", next.head) }
+        if next.floor != meta.floor { try put("floor_seq", next.floor) }
+        if next.changeCount != meta.changeCount { try put("change_count", next.changeCount) }
     }
 
     /// Ends a failed transaction. After some errors SQLite has rolled back
