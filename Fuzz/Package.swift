@@ -25,6 +25,8 @@ let package = Package(
                        providers: [.apt(["zlib1g-dev"])]),
         .target(name: "TallyHTTP", path: "Sources/TallyHTTP", swiftSettings: strict),
         .target(name: "TallyProtocol", path: "Sources/TallyProtocol", swiftSettings: strict),
+        .target(name: "TallyEngine", dependencies: ["TallyProtocol"], path: "Sources/TallyEngine",
+                swiftSettings: strict),
         .target(name: "TallyWebSocket", dependencies: ["COpenSSL", "CZlib"],
                 path: "Sources/TallyWebSocket", swiftSettings: strict),
 
@@ -37,5 +39,7 @@ let package = Package(
                           path: "Sources/FuzzHTTPParser"),
         .executableTarget(name: "FuzzJSON", dependencies: ["TallyProtocol", "FuzzSupport"],
                           path: "Sources/FuzzJSON"),
+        .executableTarget(name: "FuzzEngine", dependencies: ["TallyEngine", "TallyProtocol", "FuzzSupport"],
+                          path: "Sources/FuzzEngine"),
     ]
 )

@@ -6,7 +6,12 @@ Every seed starts with the two configuration bytes the targets read first:
 FuzzFrameDecoder: config (bit 0 role: 0 server / 1 client; bits 1-3 deflate
 preset; bits 4 and 7 maxMessageSize; bits 5-6 chunk spread), chunk seed.
 FuzzHTTPParser: config (bits 0-1 limits preset; bits 2-3 chunk spread), chunk seed.
+FuzzEngine starts with one config byte (bits 0-1 JSON limits preset, bits 2-3
+engine limits preset, bit 4 failing reads of "fail…" names, bits 5-6 where
+partial-log path replays start, bit 7 clock stands still), then one client
+message per line.
 """
+import json
 import os
 import struct
 import zlib
@@ -111,6 +116,171 @@ def http_seeds():
     return s
 
 
+def engine_config(json_preset=0, engine_preset=0, failing_reads=False, late=0, still_clock=False):
+    # json_preset: 0 small, 1 tiny, 2 protocol defaults, 3 small but 64 deep.
+    # engine_preset: 0 4 KiB / 16 entries, 1 256 B / 4, 2 64 B / 1, 3 defaults.
+    return bytes([json_preset | (engine_preset << 2) | (0x10 if failing_reads else 0) | (late << 5)
+                  | (0x80 if still_clock else 0)])
+
+
+def messages(*items):
+    """One JSON text per line; strings are sent as they are (malformed JSON)."""
+    out = b""
+    for item in items:
+        text = item if isinstance(item, str) else json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+        out += text.encode() + b"\n"
+    return out
+
+
+def engine_seeds():
+    s = {}
+    # A record's life: created whole, paths set, incremented, merged, a path
+    # deleted, deleted, created again (version 1). orders/42 has path
+    # subscribers on stage, items, items[0], items[1].qty and meta.tags.
+    s["record-life"] = engine_config() + messages(
+        {"id": 1, "op": "set", "name": "orders/42", "data": {"stage": "new", "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2}]}},
+        {"id": 2, "op": "set", "name": "orders/42", "path": "stage", "value": "packed", "version": 1},
+        {"id": 3, "op": "increment", "name": "orders/42", "path": "items[1].qty", "by": 3},
+        {"id": 4, "op": "merge", "name": "orders/42", "data": {"stage": "ready", "meta": {"tags": ["x"]}, "note": None}},
+        {"id": 5, "op": "delete", "name": "orders/42", "path": "items[0]"},
+        {"id": 6, "op": "set", "name": "orders/42", "path": "items[1]", "value": {"sku": "c", "qty": 1}},
+        {"id": 7, "op": "merge", "name": "orders/42", "data": {"items": [{"sku": "b", "qty": 5}]}},
+        {"id": 8, "op": "delete", "name": "orders/42"},
+        {"id": 9, "op": "increment", "name": "orders/42", "path": "count"},
+        {"id": 10, "op": "set", "name": "orders/42", "data": {"stage": "new"}, "version": 1},
+    )
+    # Path subscriptions made after writes (the replay catches up over the
+    # log), record creation by a path write, unsubscribe and reconnects.
+    s["subscriptions"] = engine_config(late=2) + messages(
+        {"id": 1, "op": "set", "name": "orders/7", "data": {"stage": "new", "items": [1, 2, 3]}},
+        {"id": 1, "op": "subscribe", "name": "orders/7", "path": "items[1]"},
+        {"id": 2, "op": "subscribe", "name": "orders/7", "path": "stage", "since": 0},
+        {"id": 3, "op": "subscribe", "prefix": "orders/"},
+        {"id": 3, "op": "subscribe", "list": "orders"},
+        {"op": "delete", "name": "orders/7", "path": "items[0]"},
+        {"op": "set", "name": "orders/7", "data": {"stage": "new", "items": [2, 3]}},
+        {"op": "set", "name": "orders/7", "path": "items", "value": [9]},
+        {"id": 2, "op": "unsubscribe", "name": "orders/7", "path": "stage"},
+        {"id": 2, "op": "unsubscribe", "name": "orders/7", "path": "stage"},
+        {"id": 5, "op": "hello", "protocol": [1], "client": "fuzz"},
+        {"op": "addEntry", "list": "orders", "entry": "orders/7"},
+        {"id": 1, "op": "subscribe", "topic": "scanner"},
+        {"op": "publish", "topic": "scanner", "data": {"code": "4006381333931"}},
+        {"id": 4, "op": "get", "prefix": "orders/", "after": "orders/1", "limit": 10},
+        {"id": "ab", "op": "get", "name": "orders/7", "path": "items[0]"},
+        {"op": "merge", "name": "orders/7", "data": {"stage": "done"}},
+    )
+    # Lists: append, insert, remove every occurrence or one index, replace,
+    # conflicts, delete; the list limit of preset 1 (4 entries).
+    s["lists"] = engine_config(engine_preset=1) + messages(
+        {"op": "addEntry", "list": "orders", "entry": "orders/1"},
+        {"op": "addEntry", "list": "orders", "entry": "orders/2", "at": 0},
+        {"op": "addEntry", "list": "orders", "entry": "orders/1", "version": 2},
+        {"op": "addEntry", "list": "orders", "entry": "orders/3", "at": 9},
+        {"op": "addEntry", "list": "orders", "entry": "orders/4"},
+        {"op": "addEntry", "list": "orders", "entry": "orders/5"},
+        {"op": "removeEntry", "list": "orders", "entry": "orders/1"},
+        {"op": "removeEntry", "list": "orders", "entry": "orders/2", "at": 1},
+        {"op": "removeEntry", "list": "orders", "entry": "orders/2", "at": 0},
+        {"op": "setEntries", "list": "tags", "entries": ["a", "b", "a", "c"], "version": 0},
+        {"op": "setEntries", "list": "tags", "entries": ["a", "b", "c", "d", "e"]},
+        {"op": "delete", "list": "tags", "version": 7},
+        {"op": "delete", "list": "tags"},
+        {"op": "removeEntry", "list": "tags", "entry": "a"},
+    )
+    # Atomic groups: one that commits (each op sees the ones before it), and
+    # refusals at a later index (conflict, not_found, bad index, a name whose
+    # read fails), which apply nothing.
+    s["atomic"] = engine_config(failing_reads=True) + messages(
+        {"id": 1, "op": "write", "idem": "k1", "ops": [
+            {"op": "set", "name": "items/a", "data": {"stock": 4}},
+            {"op": "increment", "name": "items/a", "path": "stock", "by": -1},
+            {"op": "addEntry", "list": "orders", "entry": "orders/9"},
+            {"op": "set", "name": "orders/9", "path": "items", "value": ["items/a"]}]},
+        {"id": 2, "op": "write", "ops": [
+            {"op": "delete", "name": "items/a"},
+            {"op": "set", "name": "items/a", "data": {"stock": 1}, "version": 0},
+            {"op": "merge", "name": "items/a", "data": {"x": 1}, "version": 3}]},
+        {"id": 3, "op": "write", "ops": [
+            {"op": "removeEntry", "list": "orders", "entry": "orders/9"},
+            {"op": "delete", "name": "nothing/here"}]},
+        {"id": 4, "op": "write", "ops": [
+            {"op": "setEntries", "list": "orders", "entries": []},
+            {"op": "addEntry", "list": "orders", "entry": "x", "at": 1}]},
+        {"id": 5, "op": "write", "ops": [
+            {"op": "set", "name": "ok/1", "data": {}},
+            {"op": "set", "name": "fail/1", "data": {}}]},
+        {"id": 6, "op": "write", "ops": [{"op": "set", "name": "a", "data": {}}, {"op": "frobnicate"}]},
+        {"id": 7, "op": "write", "ops": [{"op": "set", "name": "a", "data": {}}, {"op": "set", "name": "b//c", "data": {}}]},
+        {"id": 8, "op": "write", "ops": []},
+    )
+    # Increments: exact integers, doubles, overflow into a Double, numbers and
+    # non-numbers, paths through scalars and past array ends.
+    s["increments"] = engine_config() + messages(
+        {"op": "increment", "name": "stats/scans", "path": "count"},
+        {"op": "increment", "name": "stats/scans", "path": "count", "by": 9223372036854775806},
+        {"op": "increment", "name": "stats/scans", "path": "count", "by": 2},
+        {"op": "increment", "name": "stats/scans", "path": "ratio", "by": 0.5},
+        {"op": "increment", "name": "stats/scans", "path": "ratio", "by": 1.7976931348623157e308},
+        {"op": "increment", "name": "stats/scans", "path": "ratio", "by": 1.7976931348623157e308},
+        {"op": "set", "name": "stats/scans", "path": "label", "value": "x"},
+        {"op": "increment", "name": "stats/scans", "path": "label"},
+        {"op": "increment", "name": "stats/scans", "path": "label.n"},
+        {"op": "set", "name": "stats/scans", "path": "hist", "value": [0]},
+        {"op": "increment", "name": "stats/scans", "path": "hist[1]"},
+        {"op": "increment", "name": "stats/scans", "path": "hist[3]"},
+        {"op": "increment", "name": "stats/scans", "path": "nothing[0]"},
+        {"op": "set", "name": "stats/scans", "path": "nul", "value": None},
+        {"op": "increment", "name": "stats/scans", "path": "nul"},
+    )
+    # Record size limit (preset 2: 64 bytes): growth by path writes until
+    # too_large; a whole set over the limit.
+    s["record-limit"] = engine_config(engine_preset=2, still_clock=True) + messages(
+        {"op": "set", "name": "r", "data": {"a": "0123456789"}},
+        {"op": "set", "name": "r", "path": "b", "value": "0123456789"},
+        {"op": "set", "name": "r", "path": "c", "value": "0123456789"},
+        {"op": "set", "name": "r", "path": "d", "value": "0123456789"},
+        {"op": "merge", "name": "r", "data": {"a": None}},
+        {"op": "set", "name": "r", "path": "d", "value": "0123456789"},
+        {"op": "set", "name": "s", "data": {"long": "0123456789012345678901234567890123456789012345678901234567890"}},
+    )
+    # Decoding refusals: not JSON, not an object, no op, unknown op, wrong
+    # field types, bad names and paths.
+    s["decode-errors"] = engine_config(json_preset=1) + messages(
+        "{not json",
+        "[1,2]",
+        {"id": 1},
+        {"op": 7},
+        {"op": "frobnicate"},
+        {"id": 1.5, "op": "get", "name": "a"},
+        {"op": "get"},
+        {"op": "get", "name": "a", "list": "b"},
+        {"op": "get", "prefix": "/a"},
+        {"op": "set", "name": "a/", "data": {}},
+        {"op": "set", "name": "a", "data": 1},
+        {"op": "set", "name": "a", "path": "x..y", "value": 1},
+        {"op": "set", "name": "a", "path": "[0]", "value": 1},
+        {"op": "set", "name": "a", "path": "x[01]", "value": 1},
+        {"op": "addEntry", "list": "l", "entry": "e", "at": -1},
+        {"op": "setEntries", "list": "l", "entries": ["ok", ""]},
+        {"op": "hello", "protocol": 0},
+        {"op": "subscribe", "name": "a", "since": -1},
+        {"op": "set", "name": "a", "data": {}, "idem": ""},
+        {"op": "publish", "topic": "t"},
+    )
+    # The protocol's default JSON limits and record limit: deeper values.
+    s["defaults"] = engine_config(json_preset=2, engine_preset=3) + messages(
+        {"op": "subscribe", "name": "deep", "path": "a.b"},
+        {"op": "set", "name": "deep", "path": "a.b.c.d.e.f.g.h", "value": [[[[[[[[1]]]]]]]]},
+        {"op": "set", "name": "deep", "path": "a.b.c.d.e.f.g.h[0][0]", "value": {"x": [True, False, None]}},
+        {"op": "merge", "name": "deep", "data": {"a": {"b": {"c": None}}, "é": "e\u0301"}},
+        {"op": "delete", "name": "deep", "path": "a.b"},
+        {"op": "subscribe", "name": "e\u0301"},
+        {"op": "set", "name": "é", "data": {}},
+    )
+    return s
+
+
 def write(target, seeds):
     folder = os.path.join(HERE, "corpus-seed", target)
     os.makedirs(folder, exist_ok=True)
@@ -121,3 +291,4 @@ def write(target, seeds):
 
 write("FuzzFrameDecoder", ws_seeds())
 write("FuzzHTTPParser", http_seeds())
+write("FuzzEngine", engine_seeds())
