@@ -169,6 +169,7 @@ public final class BrokerProcess: @unchecked Sendable {
             if nanos() > deadline { kill(pid, SIGKILL); waitpid(pid, &status, 0); break }
             usleep(5_000)
         }
+        ChildRegistry.remove(pid)
         if stdoutFD >= 0 { close(stdoutFD); stdoutFD = -1 }
         return status
     }
@@ -204,18 +205,21 @@ public final class BrokerProcess: @unchecked Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var pid: pid_t = 0
+        ChildRegistry.installSignalHandlers()
         let rc = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
         close(fds[1])
         guard rc == 0 else {
             close(fds[0])
             throw .spawn("\(path): \(String(cString: strerror(rc)))")
         }
+        ChildRegistry.add(pid)
         return (pid, fds[0])
     }
 
     static func reap(_ pid: Int32) -> Int32 {
         var status: Int32 = 0
         waitpid(pid, &status, 0)
+        ChildRegistry.remove(pid)
         return status
     }
 
@@ -254,6 +258,51 @@ public final class BrokerProcess: @unchecked Sendable {
     static func lastLines(of path: String) -> String {
         guard let text = readFile(path) else { return "" }
         return text.split(separator: "\n").suffix(5).joined(separator: " | ")
+    }
+}
+
+/// The brokers this process has started and not yet reaped, so that an
+/// interrupted benchmark (Ctrl-C, `timeout`) stops them instead of leaving
+/// orphans. A fixed table of PIDs: the signal handler may only read memory
+/// and call async-signal-safe functions (`kill`, `_exit`).
+enum ChildRegistry {
+    static let capacity = 64
+    nonisolated(unsafe) static let slots: UnsafeMutablePointer<Int32> = {
+        let p = UnsafeMutablePointer<Int32>.allocate(capacity: capacity)
+        p.initialize(repeating: 0, count: capacity)
+        return p
+    }()
+    static let lock = Locked<Bool>(false)
+
+    static func add(_ pid: Int32) {
+        lock.withLock { _ in
+            for i in 0..<capacity where slots[i] == 0 { slots[i] = pid; return }
+        }
+    }
+
+    static func remove(_ pid: Int32) {
+        lock.withLock { _ in
+            for i in 0..<capacity where slots[i] == pid { slots[i] = 0 }
+        }
+    }
+
+    /// SIGINT, SIGTERM and SIGHUP: SIGTERM every registered child, then exit.
+    static func installSignalHandlers() {
+        lock.withLock { installed in
+            guard !installed else { return }
+            installed = true
+            _ = slots
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { signal in
+                for i in 0..<ChildRegistry.capacity {
+                    let pid = ChildRegistry.slots[i]
+                    if pid > 0 { kill(pid, SIGTERM) }
+                }
+                _exit(128 + signal)
+            }
+            sigemptyset(&action.sa_mask)
+            for signal in [SIGINT, SIGTERM, SIGHUP] { sigaction(signal, &action, nil) }
+        }
     }
 }
 
