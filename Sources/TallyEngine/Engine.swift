@@ -108,6 +108,11 @@ public struct Engine: Sendable {
         push.int("version", version)
         push.string("kind", String(describing: kind))
         if let newData {
+            let depth = JSONValue.object(newData).depth
+            guard depth <= limits.maxRecordDepth else {
+                throw ProtocolError(.tooLarge, "\"\(name)\" would nest \(depth) levels deep; the limit is \(limits.maxRecordDepth)",
+                                    details: ["limit": .number(JSONNumber(limits.maxRecordDepth))])
+            }
             let bytes = JSONValue.object(newData).serialized()
             guard bytes.count <= limits.maxRecordBytes else {
                 throw ProtocolError(.tooLarge, "\"\(name)\" would be \(bytes.count) bytes; the limit is \(limits.maxRecordBytes)",

@@ -42,14 +42,19 @@ public struct PathReplay {
         case "setPath":
             guard let changed = changedPath else { tracked = .unknown; return true }
             let value = push["value"]
+            // Version 1 is a creation (also after a deletion), which every
+            // path subscriber receives.
+            let created = push["version"] == .number(JSONNumber(1))
             if changed.isPrefix(of: path) {
                 tracked = .known(exists: true, value: value.flatMap { path.value(in: $0, below: changed) })
             } else if path.isPrefix(of: changed) {
                 tracked = .unknown
             } else if case .known(_, let old) = tracked {
-                tracked = .known(exists: true, value: old)
+                tracked = .known(exists: true, value: created ? nil : old)
+            } else if created {
+                tracked = .known(exists: true, value: nil)
             }
-            return changed.overlaps(path)
+            return created || changed.overlaps(path)
         case "deletePath":
             guard let changed = changedPath else { tracked = .unknown; return true }
             let shifts: Bool

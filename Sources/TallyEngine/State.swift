@@ -57,9 +57,15 @@ public struct EngineLimits: Sendable, Hashable {
     public var maxRecordBytes = 1 << 20
     /// Most entries in one list.
     public var maxListEntries = 100_000
+    /// Deepest nesting of a record's data (the data object is level 1).
+    /// Messages carry data inside up to three more levels (a reply, its
+    /// `records` array, an envelope) and are parsed with a depth limit of 64,
+    /// so a record deeper than this could be written but not read back.
+    public var maxRecordDepth = 48
 
-    public init(maxRecordBytes: Int = 1 << 20, maxListEntries: Int = 100_000) {
+    public init(maxRecordBytes: Int = 1 << 20, maxListEntries: Int = 100_000, maxRecordDepth: Int = 48) {
         self.maxRecordBytes = maxRecordBytes
         self.maxListEntries = maxListEntries
+        self.maxRecordDepth = maxRecordDepth
     }
 }

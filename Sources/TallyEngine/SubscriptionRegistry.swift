@@ -143,7 +143,9 @@ public struct SubscriptionRegistry: Sendable {
                                 scope: Change.RecordScope) -> Bool {
         switch scope {
         case .path(let changed):
-            return changed.overlaps(path)
+            // A path write to a missing record creates it (PROTOCOL.md:
+            // creation reaches every path subscriber).
+            return before == nil || changed.overlaps(path)
         case .whole:
             guard let before, let after else { return true }
             return JSONValue.object(before.data).value(at: path) != JSONValue.object(after.data).value(at: path)

@@ -24,6 +24,11 @@ public struct JSONLimits: Sendable, Hashable {
 
     public init() {}
 
+    /// For bytes this process serialized itself (stored records and pushes):
+    /// no size limits, and a depth no record can reach.
+    public static let stored = JSONLimits(maxDepth: 512, maxBytes: .max, maxStringBytes: .max,
+                                          maxArrayElements: .max, maxObjectMembers: .max)
+
     public init(
         maxDepth: Int = 64, maxBytes: Int = 1 << 20, maxStringBytes: Int = 256 << 10,
         maxArrayElements: Int = 100_000, maxObjectMembers: Int = 10_000

@@ -52,6 +52,15 @@ public enum JSONValue: Sendable, Hashable {
 
     // MARK: Accessors
 
+    /// Nesting depth: 0 for a scalar, 1 for `[]` or `{}`, 2 for `[[]]`, …
+    public var depth: Int {
+        switch self {
+        case .null, .bool, .number, .string: return 0
+        case .array(let values): return 1 + (values.lazy.map(\.depth).max() ?? 0)
+        case .object(let object): return 1 + (object.lazy.map(\.value.depth).max() ?? 0)
+        }
+    }
+
     public var isNull: Bool {
         if case .null = self { return true }
         return false

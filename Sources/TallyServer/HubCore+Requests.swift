@@ -245,8 +245,11 @@ extension HubCore {
             guard stored.count < limit else { return nil }
             var filter = PathReplay(path: path, logIsComplete: floor == 0)
             for change in stored {
-                guard case .object(let push)? = try? JSONValue.parse(change.message) else { continue }
-                let concerned = filter.concerns(push)
+                // The hub wrote these bytes: read them without message limits.
+                // One that still does not parse is delivered, and the filter
+                // forgets what it knew.
+                let parsed = try? JSONValue.parse(change.message, limits: .stored)
+                let concerned = filter.concerns(parsed?.objectValue ?? [:])
                 if change.seq > since {
                     last = max(last, change.seq)
                     if concerned { pushes.append(change.message) }

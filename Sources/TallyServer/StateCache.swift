@@ -162,13 +162,7 @@ extension ProtocolError {
 extension RecordState {
     /// Stored data was serialized by the hub, so only a broken file fails here.
     init(stored: StoredRecord) throws(ProtocolError) {
-        var limits = JSONLimits()
-        limits.maxBytes = Int.max
-        limits.maxStringBytes = Int.max
-        limits.maxArrayElements = Int.max
-        limits.maxObjectMembers = Int.max
-        limits.maxDepth = 512
-        guard case .object(let data)? = try? JSONValue.parse(stored.data, limits: limits) else {
+        guard case .object(let data)? = try? JSONValue.parse(stored.data, limits: .stored) else {
             throw ProtocolError(.storageFailed, "the stored data of \"\(stored.name)\" is not a JSON object")
         }
         self.init(name: stored.name, version: stored.version, seq: stored.seq, created: stored.created,

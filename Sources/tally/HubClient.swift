@@ -70,7 +70,7 @@ final class HubClient {
         case .closed(let code, let reason)?:
             throw .disconnected("the hub closed the connection (\(code.rawValue)\(reason.isEmpty ? "" : ": \(reason)"))")
         case .message(_, let bytes)?:
-            guard case .object(let object)? = try? JSONValue.parse(bytes) else {
+            guard case .object(let object)? = try? JSONValue.parse(bytes, limits: Self.replyLimits) else {
                 throw .disconnected("the hub sent something that is not a JSON object")
             }
             return object
@@ -78,6 +78,11 @@ final class HubClient {
     }
 
     func close() { socket.close() }
+
+    /// Replies carry records of up to the hub's record limit inside an
+    /// envelope, so they may exceed the limits for one client message.
+    static let replyLimits = JSONLimits(maxDepth: 64, maxBytes: 64 << 20, maxStringBytes: 16 << 20,
+                                        maxArrayElements: 1_000_000, maxObjectMembers: 1_000_000)
 }
 
 /// Why a client command failed; each maps to a message and exit status 1.

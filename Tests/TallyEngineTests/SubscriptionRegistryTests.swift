@@ -200,8 +200,11 @@ struct SubscriptionRegistryTests {
     // MARK: Path subscriptions
 
     @Test func pathChangesConcernOverlappingPaths() {
+        // An existing record (a path write that creates one concerns everyone).
+        let existing = recordChange("r", before: [:], after: [:])
+        guard case .record(let before, let after, _) = existing.target else { return }
         func concerns(_ subscribed: String, _ changed: String) -> Bool {
-            SubscriptionRegistry.concerns(path: path(subscribed), before: nil, after: nil, scope: .path(path(changed)))
+            SubscriptionRegistry.concerns(path: path(subscribed), before: before, after: after, scope: .path(path(changed)))
         }
         #expect(concerns("stage", "stage"))
         #expect(concerns("items[0]", "items"))          // the whole array was replaced

@@ -262,6 +262,7 @@ struct Model {
             fatalError("unreachable: list write as record write")
         }
         if let newData, JSONValue.object(newData).serialized().count > limits.maxRecordBytes { codes.insert("too_large") }
+        if let newData, modelDepth(.object(newData)) > limits.maxRecordDepth { codes.insert("too_large") }
         guard codes.isEmpty else { return .failure(RefusalError(codes)) }
         let after = deleted ? nil : ModelRecord(version: (current?.version ?? 0) + 1, seq: seq,
                                                 created: current?.created ?? now, updated: now, data: newData!)
@@ -321,4 +322,13 @@ struct Model {
 struct RefusalError: Error {
     var codes: Set<String>
     init(_ codes: Set<String>) { self.codes = codes }
+}
+
+/// Nesting depth as PROTOCOL.md counts it: the data object is level 1.
+func modelDepth(_ value: JSONValue) -> Int {
+    switch value {
+    case .array(let values): return 1 + values.map(modelDepth).reduce(0, max)
+    case .object(let object): return 1 + object.map { modelDepth($0.value) }.reduce(0, max)
+    default: return 0
+    }
 }

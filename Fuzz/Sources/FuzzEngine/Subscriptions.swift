@@ -28,12 +28,7 @@ enum ModelTarget: Hashable {
 /// sees changes at overlapping paths, whole-record writes that changed the
 /// value under its path, and the record's creation and deletion.
 func specConcerns(path: RecordPath, before: RecordState?, after: RecordState?, scope: Change.RecordScope) -> Bool {
-    if before == nil || after == nil {
-        if before == nil, after != nil, case .path(let changed) = scope, KnownBug.pathWriteCreation.tolerated {
-            return modelOverlaps(changed, path)
-        }
-        return true
-    }
+    if before == nil || after == nil { return true }
     switch scope {
     case .path(let changed): return modelOverlaps(changed, path)
     case .whole: return modelGet(before?.data, path) != modelGet(after?.data, path)
