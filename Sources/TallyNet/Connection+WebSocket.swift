@@ -137,7 +137,11 @@ extension Connection {
     /// connection that compresses encodes its own copy.
     func sendShared(_ frame: SharedFrame) -> Bool {
         guard phase == .webSocket, !closeFrameSent, encoder != nil else { return false }
-        guard socket?.deflate == nil else { return sendMessage(frame.kind, frame.payload) }
+        // A compressing connection still takes the shared uncompressed frame
+        // for messages below its compression threshold.
+        if let deflate = socket?.deflate, frame.payload.count >= deflate.minimumSize {
+            return sendMessage(frame.kind, frame.payload)
+        }
         loop.metrics.add(.messagesOut)
         return enqueue(frame.bytes)
     }

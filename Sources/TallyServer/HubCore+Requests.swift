@@ -59,7 +59,7 @@ extension HubCore {
             writer.string("server", configuration.serverName)
             writer.int("seq", head)
             writer.int("floor", floor)
-            if let since = hello.since { writer.bool("resumable", since >= floor && since <= head) }
+            if let since = hello.since { writer.bool("resumable", self.canReplay(since: since, floor: floor)) }
         }
     }
 
@@ -214,7 +214,7 @@ extension HubCore {
     private func replay(_ target: SubscriptionTarget, since: Int64) throws(ProtocolError) -> [[UInt8]]? {
         let floor: Int64
         do { floor = try cache.reader.sequenceBounds().floor } catch { throw .storage(error) }
-        guard since >= floor, since <= headSeq else { return nil }
+        guard canReplay(since: since, floor: floor) else { return nil }
         let limit = configuration.maxReplayChanges + 1
         var stored: [StoredChange]
         do {
@@ -235,15 +235,16 @@ extension HubCore {
         var pushes: [[UInt8]] = []
         var last = since
         if case .path(let name, let path) = target {
-            // Read the record's retained history from the floor, so the value
-            // under the path is known when the first missed change arrives.
+            // Read some history before `since` too, so the value under the
+            // path is known when the first missed change arrives.
+            let start = max(floor, since - configuration.pathReplayLookback)
             do {
-                stored = try cache.reader.changes(after: floor, kind: .record, name: name, limit: limit)
+                stored = try cache.reader.changes(after: start, kind: .record, name: name, limit: limit)
             } catch {
                 throw .storage(error)
             }
             guard stored.count < limit else { return nil }
-            var filter = PathReplay(path: path, logIsComplete: floor == 0)
+            var filter = PathReplay(path: path, logIsComplete: start == 0)
             for change in stored {
                 // The hub wrote these bytes: read them without message limits.
                 // One that still does not parse is delivered, and the filter
@@ -267,6 +268,12 @@ extension HubCore {
         }
         guard pushes.count < limit else { return nil }
         return pushes
+    }
+
+    /// Whether a resume from `since` can be answered from the log: it is
+    /// retained that far back and not so far that the scan would stall the core.
+    func canReplay(since: Int64, floor: Int64) -> Bool {
+        since >= floor && since <= headSeq && headSeq - since <= configuration.maxReplayScan
     }
 
     /// Whether a pending change concerns `target`.

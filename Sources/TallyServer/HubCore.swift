@@ -16,6 +16,13 @@ public struct CoreConfiguration: Sendable {
     public var maxSnapshotRecords = 10_000
     /// Most changes a resume replays; beyond that the client resnapshots.
     public var maxReplayChanges = 10_000
+    /// Most log rows a resume may scan (the log is indexed by seq only, so a
+    /// resume reads every change after its `since`); an older `since` is
+    /// answered with a snapshot.
+    public var maxReplayScan: Int64 = 200_000
+    /// How far before `since` a path resume reads, to learn the value under
+    /// the path that the first missed change is compared with.
+    public var pathReplayLookback: Int64 = 10_000
     public var serverName = "tally/0.3.0"
     /// Milliseconds since the epoch; injectable for tests.
     public var clock: @Sendable () -> Int64 = HubCore.wallClockMillis

@@ -55,6 +55,14 @@ enum SQLiteSchema {
             ) STRICT, WITHOUT ROWID;
             INSERT INTO meta(key, value) VALUES ('head_seq', 0), ('floor_seq', 0), ('change_count', 0);
             """),
+        // The per-entity index cost a random leaf page per write (records
+        // are spread over the name space), a third of each commit's WAL
+        // frames; resumes scan the log by seq instead, bounded by the hub
+        // (CoreConfiguration.maxReplayScan). Measured: 100 durable writers
+        // went from ~19,800 to ~26,000 writes/s.
+        Migration(version: 2, summary: "change log without the per-entity index", sql: """
+            DROP INDEX changes_by_entity;
+            """),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

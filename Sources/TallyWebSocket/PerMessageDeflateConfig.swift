@@ -10,8 +10,11 @@ public struct PerMessageDeflateConfig: Sendable {
     public var serverMaxWindowBits = 15
     public var clientMaxWindowBits = 15
     public var compressionLevel = 6
-    /// Messages shorter than this are sent uncompressed.
-    public var minimumSize = 64
+    /// Messages shorter than this are sent uncompressed (RFC 7692 §6: each
+    /// message chooses, by its RSV1 bit). Small messages gain a few bytes from
+    /// deflate but cost a compression per connection, and an uncompressed one
+    /// can share the frame built once for every subscriber.
+    public var minimumSize = 512
     public init() {}
 
     /// The window sizes this side can actually compress or decompress with:

@@ -12,7 +12,7 @@ public struct PerMessageDeflateParameters: Sendable, Equatable {
     public var minimumSize: Int
     public init(serverNoContextTakeover: Bool = false, clientNoContextTakeover: Bool = false,
                 serverMaxWindowBits: Int = 15, clientMaxWindowBits: Int = 15,
-                compressionLevel: Int = 6, minimumSize: Int = 64) {
+                compressionLevel: Int = 6, minimumSize: Int = 512) {
         self.serverNoContextTakeover = serverNoContextTakeover; self.clientNoContextTakeover = clientNoContextTakeover
         self.serverMaxWindowBits = serverMaxWindowBits; self.clientMaxWindowBits = clientMaxWindowBits
         self.compressionLevel = compressionLevel; self.minimumSize = minimumSize

@@ -97,6 +97,27 @@ final class SocketRegistry: Sendable {
         }
     }
 
+    /// A connection that negotiated permessage-deflate still takes the shared
+    /// uncompressed frame below the compression threshold (RSV1 clear), and a
+    /// compressed frame of its own (RSV1 set) above it.
+    @Test func compressingConnectionsShareSmallFrames() throws {
+        let registry = SocketRegistry()
+        try withServer(testConfiguration(threads: 1), TestApp(["/ws": Self.registryRoute(registry)])) { server, _ in
+            let raw = try RawSocket(port: server.port)
+            defer { raw.close() }
+            let response = try raw.upgrade(headers: ["Sec-WebSocket-Extensions: permessage-deflate"])
+            #expect(response.status == 101)
+            #expect(eventually { registry.count == 1 })
+            let small = SharedFrame(.text, textBytes(count: 100))
+            registry.broadcast(small)
+            #expect(try raw.read(count: small.bytes.count) == small.bytes)
+            let large = SharedFrame(.text, textBytes(count: 4_000))
+            registry.broadcast(large)
+            let header = try raw.read(count: 2)
+            #expect(header[0] == 0xC1, "FIN + RSV1 + text: compressed for this connection")
+        }
+    }
+
     @Test func sharedFrameHeaderIsAnUnmaskedFinalFrame() {
         let text = SharedFrame(.text, Array("hi".utf8))
         #expect(text.bytes == [0x81, 0x02, 0x68, 0x69])

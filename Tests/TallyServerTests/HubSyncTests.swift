@@ -248,6 +248,22 @@ struct HubSyncTests {
         }
     }
 
+    /// The log is scanned by seq, so a resume further back than the scan
+    /// bound gets a snapshot even while the log still holds the changes.
+    @Test func resumeBeyondTheScanBoundResnapshots() throws {
+        try withHub({ $0.core.maxReplayScan = 3 }) { hub in
+            let client = try hub.connect()
+            for n in 1...5 { try client.ok(#"{"op":"set","name":"r","data":{"n":\#(n)}}"#) }
+            let near = try client.ok(#"{"op":"subscribe","name":"r","since":2}"#)
+            #expect(near["changes"]?.arrayValue?.map { $0["seq"] } == [3, 4, 5])
+            let far = try hub.connect().ok(#"{"op":"subscribe","name":"r","since":1}"#)
+            #expect(far["resnapshot"] == true)
+            #expect(far["record"]?["data"] == ["n": 5])
+            #expect(try hub.connect().ok(#"{"op":"hello","since":1}"#)["resumable"] == false)
+            #expect(try hub.connect().ok(#"{"op":"hello","since":2}"#)["resumable"] == true)
+        }
+    }
+
     @Test func resumeOutsideTheLogResnapshots() throws {
         try withHub({ $0.retention = StoreRetention(maxChanges: 2) }) { hub in
             let client = try hub.connect()
