@@ -18,28 +18,16 @@ enum RESTRoutes {
             .getRecord(try REST.name(parameters["name"]!, field: "name"))
         })
         router.add("PUT", "/v1/records/{name...}", .rest { request, parameters throws(ProtocolError) in
-            let name = try REST.name(parameters["name"]!, field: "name")
-            guard case .object(let data) = try REST.body(request, limits: limits) else {
-                throw ProtocolError.badField("data", "the body of a PUT is the record's data: a JSON object")
-            }
-            let base = try REST.ifMatch(request)
-            return .writeRecord(Write(name: name, action: .set(data), baseVersion: base),
-                                key: try REST.idempotencyKey(request), ifMatch: base != nil)
+            let data = try objectBody(request, limits: limits, "the body of a PUT is the record's data: a JSON object")
+            return try recordWrite(request, parameters, .set(data))
         })
         router.add("PATCH", "/v1/records/{name...}", .rest { request, parameters throws(ProtocolError) in
-            let name = try REST.name(parameters["name"]!, field: "name")
-            guard case .object(let patch) = try REST.body(request, limits: limits) else {
-                throw ProtocolError.badField("data", "the body of a PATCH is a JSON merge patch (RFC 7396): a JSON object")
-            }
-            let base = try REST.ifMatch(request)
-            return .writeRecord(Write(name: name, action: .merge(patch), baseVersion: base),
-                                key: try REST.idempotencyKey(request), ifMatch: base != nil)
+            let patch = try objectBody(request, limits: limits,
+                                       "the body of a PATCH is a JSON merge patch (RFC 7396): a JSON object")
+            return try recordWrite(request, parameters, .merge(patch))
         })
         router.add("DELETE", "/v1/records/{name...}", .rest { request, parameters throws(ProtocolError) in
-            let name = try REST.name(parameters["name"]!, field: "name")
-            let base = try REST.ifMatch(request)
-            return .writeRecord(Write(name: name, action: .delete, baseVersion: base),
-                                key: try REST.idempotencyKey(request), ifMatch: base != nil)
+            try recordWrite(request, parameters, .delete)
         })
         // List names may contain slashes, so the list routes split the rest
         // of the path themselves at the first `entries` segment.
@@ -82,6 +70,23 @@ enum RESTRoutes {
         router.add("POST", "/v1/events/{topic...}", .rest { request, parameters throws(ProtocolError) in
             .publish(topic: try REST.name(parameters["topic"]!, field: "topic"), data: try REST.body(request, limits: limits))
         })
+    }
+
+    /// PUT, PATCH or DELETE of a record: `If-Match` is the base version,
+    /// `Idempotency-Key` the key.
+    static func recordWrite(_ request: HTTPRequest, _ parameters: [String: String],
+                            _ action: Write.Action) throws(ProtocolError) -> RESTCall.Operation {
+        let name = try REST.name(parameters["name"]!, field: "name")
+        let base = try REST.ifMatch(request)
+        return .writeRecord(Write(name: name, action: action, baseVersion: base),
+                            key: try REST.idempotencyKey(request), ifMatch: base != nil)
+    }
+
+    static func objectBody(_ request: HTTPRequest, limits: JSONLimits, _ refusal: String) throws(ProtocolError) -> JSONObject {
+        guard case .object(let object) = try REST.body(request, limits: limits) else {
+            throw ProtocolError.badField("data", refusal)
+        }
+        return object
     }
 
     /// `orders/entries/orders/42` → ("orders", "orders/42"); `orders/entries` → ("orders", nil).

@@ -66,6 +66,16 @@ enum ClientCommands {
         let loop: EventLoop
         var json: Bool { arguments.flag("json") }
         func connect() throws(CLIError) -> HubClient { try HubClient(server: arguments.string("server"), loop: loop) }
+
+        /// One request on a fresh connection: the reply without `id` and `ok`.
+        func ask(_ message: JSONObject) throws(CLIError) -> JSONObject {
+            let client = try connect()
+            defer { client.close() }
+            var reply = try client.request(message)
+            reply["id"] = nil
+            reply["ok"] = nil
+            return reply
+        }
     }
 
     // MARK: Commands
@@ -76,11 +86,7 @@ enum ClientCommands {
         try Names.validate(p[0], field: "NAME")
         var message: JSONObject = ["op": "get", "name": .string(p[0])]
         if let path = c.arguments.string("path") { message["path"] = .string(path) }
-        let client = try c.connect()
-        defer { client.close() }
-        var reply = try client.request(message)
-        reply["id"] = nil
-        reply["ok"] = nil
+        let reply = try c.ask(message)
         if c.json {
             output(.object(reply))
         } else {
@@ -130,11 +136,7 @@ enum ClientCommands {
     }
 
     private static func write(_ c: Context, _ message: JSONObject) throws {
-        let client = try c.connect()
-        defer { client.close() }
-        var reply = try client.request(message)
-        reply["id"] = nil
-        reply["ok"] = nil
+        let reply = try c.ask(message)
         if c.json {
             output(.object(reply))
         } else {
@@ -256,22 +258,16 @@ enum ClientCommands {
             guard p.count == 3 else { throw UsageError(message: "list \(p[0]) needs LIST ENTRY") }
             try Names.validate(p[2], field: "ENTRY")
         }
-        let client = try c.connect()
-        defer { client.close() }
         switch p[0] {
         case "show":
-            var reply = try client.request(["op": "get", "list": .string(p[1])])
-            reply["id"] = nil
-            reply["ok"] = nil
+            let reply = try c.ask(["op": "get", "list": .string(p[1])])
             if c.json { return output(.object(reply)) }
             for entry in reply["entries"]?.arrayValue ?? [] { print(entry.stringValue ?? entry.serializedString) }
         default:
             var message: JSONObject = ["op": p[0] == "add" ? "addEntry" : "removeEntry",
                                        "list": .string(p[1]), "entry": .string(p[2])]
             if let at { message["at"] = .number(JSONNumber(at)) }
-            var reply = try client.request(message)
-            reply["id"] = nil
-            reply["ok"] = nil
+            let reply = try c.ask(message)
             if c.json { return output(.object(reply)) }
             print("\(p[1]) version \(reply["version"].map { "\($0)" } ?? "?") (seq \(reply["seq"].map { "\($0)" } ?? "?"))")
         }
@@ -281,11 +277,7 @@ enum ClientCommands {
         let p = c.arguments.positionals
         guard p.count == 2 else { throw UsageError(message: "emit needs TOPIC JSON") }
         try Names.validate(p[0], field: "TOPIC")
-        let client = try c.connect()
-        defer { client.close() }
-        var reply = try client.request(["op": "publish", "topic": .string(p[0]), "data": parseValue(p[1])])
-        reply["id"] = nil
-        reply["ok"] = nil
+        let reply = try c.ask(["op": "publish", "topic": .string(p[0]), "data": parseValue(p[1])])
         if c.json { return output(.object(reply)) }
         print("delivered to \(reply["delivered"].map { "\($0)" } ?? "0") subscriber(s)")
     }
