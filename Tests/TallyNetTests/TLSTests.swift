@@ -44,6 +44,7 @@ final class TLSFixture {
         let tls = try TLSFixture()
         var configuration = HubConfiguration()
         configuration.server = testConfiguration { $0.tls = tls.server }
+        configuration.dataDirectory = ":memory:"
         let hub = try Hub(configuration: configuration)
         let clients = try EventLoopGroup(threads: 1)
         defer { clients.shutdown() }

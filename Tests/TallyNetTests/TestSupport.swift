@@ -60,6 +60,7 @@ func withHub<R>(_ adjust: (inout HubConfiguration) -> Void = { _ in },
                 _ body: (Hub, EventLoopGroup) throws -> R) throws -> R {
     var configuration = HubConfiguration()
     configuration.server = testConfiguration()
+    configuration.dataDirectory = ":memory:"  // tests never write ./tally-data
     adjust(&configuration)
     let hub = try Hub(configuration: configuration)
     let clients: EventLoopGroup
