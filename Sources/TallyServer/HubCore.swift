@@ -86,6 +86,7 @@ public final class HubCore: @unchecked Sendable {
     private var heldHead = 0
     private var deliveries: [Int: (loop: EventLoop, items: [Delivery])] = [:]
     var slotScratch: [Int] = []
+    private var floorCheckedAt: Int64 = 0
 
     public init(store: any Store, configuration: CoreConfiguration, logger: Logger) throws(StoreError) {
         self.store = store
@@ -190,7 +191,10 @@ public final class HubCore: @unchecked Sendable {
         if recentKeys.count > 100_000 { recentKeys = recentKeys.filter { $0.value.seq > committedSeq } }
         metrics.recordCommit(nanos: outcome.durationNanos, units: outcome.tokens.count)
         metrics.committedSeq.store(Int(committedSeq), ordering: .relaxed)
-        if let floor = try? cache.reader.sequenceBounds().floor {
+        // The floor moves only when retention prunes: a look a second is plenty.
+        let now = configuration.clock()
+        if now - floorCheckedAt >= 1000, let floor = try? cache.reader.sequenceBounds().floor {
+            floorCheckedAt = now
             metrics.floorSeq.store(Int(floor), ordering: .relaxed)
         }
     }
@@ -219,7 +223,10 @@ public final class HubCore: @unchecked Sendable {
             heldHead = 0
         }
         metrics.heldOutputs.store(held.count - heldHead, ordering: .relaxed)
-        for (id, batch) in deliveries where !batch.items.isEmpty {
+        // Hand the batches over whole (each loop's array goes to its task).
+        var batches: [Int: (loop: EventLoop, items: [Delivery])] = [:]
+        swap(&batches, &deliveries)
+        for (_, batch) in batches {
             let items = batch.items
             batch.loop.execute {
                 for item in items {
@@ -229,7 +236,6 @@ public final class HubCore: @unchecked Sendable {
                     }
                 }
             }
-            deliveries[id]!.items.removeAll(keepingCapacity: true)
         }
     }
 
@@ -277,32 +283,14 @@ public final class HubCore: @unchecked Sendable {
     }
 }
 
-/// A one-shot wait built on a pthread mutex and condition.
-final class OneShotSignal: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    private var condition = pthread_cond_t()
-    private var signalled = false
+/// A one-shot wait: the mailbox's mutex and condition, carrying nothing.
+final class OneShotSignal: Sendable {
+    private let mailbox = CoreMailbox<Void>()
 
-    init() {
-        pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&condition, nil)
-    }
-
-    deinit {
-        pthread_cond_destroy(&condition)
-        pthread_mutex_destroy(&mutex)
-    }
-
-    func signal() {
-        pthread_mutex_lock(&mutex)
-        signalled = true
-        pthread_cond_broadcast(&condition)
-        pthread_mutex_unlock(&mutex)
-    }
+    func signal() { mailbox.post(()) }
 
     func wait() {
-        pthread_mutex_lock(&mutex)
-        while !signalled { pthread_cond_wait(&condition, &mutex) }
-        pthread_mutex_unlock(&mutex)
+        var spare: [Void] = []
+        _ = mailbox.takeAll(reusing: &spare)
     }
 }
