@@ -36,6 +36,7 @@ class Writer:
     acked_changes: list[tuple[int, str, int]] = field(default_factory=list)  # (seq, name, version)
     increments_acked: int = 0
     in_flight: tuple | None = None  # ("record", name, version, data) or ("increment",)
+    acks: threading.Semaphore | None = None  # released once per acknowledged write
     error: BaseException | None = None
 
     def name(self, k: int) -> str:
@@ -64,6 +65,8 @@ class Writer:
             client.ok("increment", name=COUNTER, path="n", by=1)
             self.increments_acked += 1
             self.in_flight = None
+            if self.acks:
+                self.acks.release()
             return
         name = self.name(k)
         version, data = self.model.get(name, (0, {}))
@@ -80,6 +83,8 @@ class Writer:
         self.acked[name] = (version + 1, data, reply["seq"])
         self.acked_changes.append((reply["seq"], name, version + 1))
         self.in_flight = None
+        if self.acks:
+            self.acks.release()
 
 
 def test_acknowledged_writes_survive_sigkill(tally_factory):
@@ -94,12 +99,15 @@ def test_acknowledged_writes_survive_sigkill(tally_factory):
 
     for cycle in range(CYCLES):
         assert time.monotonic() - started < BUDGET - 10, "out of time before a cycle"
-        writers = [Writer(w, cycle) for w in range(WRITERS)]
+        acks = threading.Semaphore(0)
+        writers = [Writer(w, cycle, acks=acks) for w in range(WRITERS)]
         stop = threading.Event()
         threads = [threading.Thread(target=w.run, args=(server, stop), daemon=True) for w in writers]
         for thread in threads:
             thread.start()
-        time.sleep(rng.uniform(0.4, 1.5))
+        # Kill after a random number of acknowledged writes, with more in flight.
+        for _ in range(rng.randint(100, 800)):
+            assert acks.acquire(timeout=10), "the writers stopped making progress"
         server.kill()
         stop.set()
         for thread in threads:

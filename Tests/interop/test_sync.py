@@ -458,25 +458,31 @@ def test_snapshot_then_changes_while_writes_go_on(tally, sync_client):
     writer = sync_client(tally)
     names = [f"snap/{c}" for c in "abcd"]
     stop = threading.Event()
+    acked = threading.Semaphore(0)  # one release per acknowledged write
     count = [0]
 
     def write():
         i = 0
         while not stop.is_set() and i < 2000:
             writer.ok("set", name=names[i % 4], data={"i": i})
+            acked.release()
             i += 1
         count[0] = i
+
+    def wait_for_writes(n: int) -> None:
+        for _ in range(n):
+            assert acked.acquire(timeout=10), "the writer stopped making progress"
 
     thread = threading.Thread(target=write, daemon=True)
     thread.start()
     watchers = []
     try:
         for _ in range(6):
-            time.sleep(0.03)
+            wait_for_writes(5)  # each snapshot lands between acknowledged writes
             client = sync_client(tally)
             watchers.append((client, client.ok("subscribe", prefix="snap/")))
+        wait_for_writes(5)
     finally:
-        time.sleep(0.05)
         stop.set()
         thread.join(30)
     assert not thread.is_alive()

@@ -4,7 +4,7 @@ matching rules of Protocol/vectors/README.md.
 
 Also, without a hub:
 - each vector is well formed (steps, clients, one action per step);
-- with the `jsonschema` package: Protocol/schema.json is a valid 2020-12
+- Protocol/schema.json (checked with `jsonschema`, a test requirement) is a valid 2020-12
   schema; every message a vector sends validates against `clientMessage`
   (and every one the hub must refuse as malformed -- bad_message,
   unknown_op, bad_field, bad_name, bad_path with an offset -- does not,
@@ -30,11 +30,8 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-try:
-    import jsonschema
-    from jsonschema import Draft202012Validator
-except ImportError:  # the schema checks skip; see requirements.txt
-    jsonschema = None
+import jsonschema  # Tests/interop/requirements.txt: the schema checks are not optional
+from jsonschema import Draft202012Validator
 
 REPO = Path(__file__).resolve().parents[2]
 VECTORS_DIR = REPO / "Protocol" / "vectors"
@@ -50,8 +47,6 @@ MALFORMED_CODES = {"bad_message", "unknown_op", "bad_field", "bad_name"}
 # Members whose value is client data (any JSON): not checked against schema names.
 PAYLOAD_MEMBERS = {"data", "value"}
 
-NO_JSONSCHEMA = ("the `jsonschema` package is not installed, so schema checks are skipped: "
-                 "add `jsonschema==4.26.0` to Tests/interop/requirements.txt")
 
 
 # --------------------------------------------------------------------------
@@ -423,8 +418,6 @@ def test_vector_is_well_formed(path):
 
 
 def test_schema_is_valid_2020_12():
-    if jsonschema is None:
-        pytest.skip(NO_JSONSCHEMA)
     schema = schema_document()
     Draft202012Validator.check_schema(schema)
     for definition in ("clientMessage", "serverMessage", "error", "push", "reply"):
@@ -433,8 +426,6 @@ def test_schema_is_valid_2020_12():
 
 @pytest.mark.parametrize("path", VECTOR_FILES, ids=VECTOR_IDS)
 def test_vector_agrees_with_schema(path):
-    if jsonschema is None:
-        pytest.skip(NO_JSONSCHEMA)
     vector = load_vector(path)
     problems = []
     for send_index, message, reply_index, reply in pair_requests(vector):
@@ -567,11 +558,10 @@ class Replay:
             definition = reply_definition(request, message)
         else:
             definition = push_definition(message)
-        if jsonschema is not None:
-            errors = schema_errors(definition, message)
-            if errors:
-                self.fail(index, step, f"matches, but is not a valid {definition} "
-                                       f"(Protocol/schema.json):\n    " + "\n    ".join(errors), frame)
+        errors = schema_errors(definition, message)
+        if errors:
+            self.fail(index, step, f"matches, but is not a valid {definition} "
+                                   f"(Protocol/schema.json):\n    " + "\n    ".join(errors), frame)
 
     def close(self) -> None:
         for stack in self.contexts.values():
@@ -674,8 +664,6 @@ def test_reply_definitions_follow_the_request():
 
 
 def test_partial_patterns_are_judged_as_far_as_they_go():
-    if jsonschema is None:
-        pytest.skip(NO_JSONSCHEMA)
     # Leaving out `time` and `created` is fine; "<any>" is fine.
     assert not pattern_schema_problems("recordChangeSet", {"op": "change", "seq": 1, "kind": "set",
                                                            "name": "a", "data": {}})
