@@ -256,8 +256,7 @@ public final class HubCore: @unchecked Sendable {
     }
 
     private func queue(_ delivery: Delivery, on loop: EventLoop) {
-        if deliveries[loop.id] == nil { deliveries[loop.id] = (loop, []) }
-        deliveries[loop.id]!.items.append(delivery)
+        deliveries[loop.id, default: (loop, [])].items.append(delivery)
     }
 
     // MARK: Answers

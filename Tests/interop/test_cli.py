@@ -883,3 +883,25 @@ def test_help(command):
     finally:
         sock.close()
     assert with_args.rc == 0 and with_args.out.startswith(f"Usage: tally {command}"), with_args
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--durability", "fast"], "--durability must be full, normal or off"),
+    (["--retain-changes", "0"], "--retain-changes must be a whole number"),
+    (["--retain-age", "-1"], "--retain-age must be a number of seconds"),
+    (["--max-record-size", "lots"], "--max-record-size must be a size"),
+    (["--data", ""], "--data needs a directory"),
+])
+def test_serve_refuses_bad_storage_flags(tmp_path, args, says):
+    result = run("serve", "--port", "0", "--data", str(tmp_path / "d"), *args)
+    assert result.rc == 2 and says in result.err, result
+    assert not (tmp_path / "d").exists(), "a refused start must not create the store"
+
+
+def test_serve_refuses_a_bad_config_file_with_the_path_of_the_entry(tmp_path):
+    config = tmp_path / "tally.json"
+    config.write_text('{"port": 8080, "retention": {"changes": "many"}}')
+    result = run("serve", "--config", str(config), "--data", str(tmp_path / "d"))
+    assert result.rc == 2, result
+    assert "$.retention.changes" in result.err and str(config) in result.err, result
+    assert not (tmp_path / "d").exists(), "a refused config must not create the store"
