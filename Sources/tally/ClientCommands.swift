@@ -6,7 +6,7 @@ import TallyProtocol
 enum ClientCommands {
     static let commonOptions = """
     Common options:
-      --server URL   the hub (default $TALLY_URL, else ws://127.0.0.1:8080)
+    \(HubAccess.help)
       --json         machine-readable output (one JSON object per line)
     """
 
@@ -22,8 +22,8 @@ enum ClientCommands {
 
     static func run(_ command: String, _ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let a = try Arguments(args, command: command,
-                              valued: ["server", "path", "since", "if-version", "idem", "at"],
-                              flags: ["json", "help"])
+                              valued: HubAccess.valuedOptions.union(["path", "since", "if-version", "idem", "at"]),
+                              flags: HubAccess.flagOptions.union(["json", "help"]))
         if a.flag("help") {
             print(helps[command]! + "\n\n" + commonOptions)
             return 0
@@ -65,7 +65,7 @@ enum ClientCommands {
         let arguments: Arguments
         let loop: EventLoop
         var json: Bool { arguments.flag("json") }
-        func connect() throws(CLIError) -> HubClient { try HubClient(server: arguments.string("server"), loop: loop) }
+        func connect() throws(CLIError) -> HubClient { try HubClient(access: HubAccess(arguments), loop: loop) }
 
         /// One request on a fresh connection: the reply without `id` and `ok`.
         func ask(_ message: JSONObject) throws(CLIError) -> JSONObject {

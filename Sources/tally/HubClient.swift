@@ -25,14 +25,20 @@ final class HubClient {
         return url
     }
 
-    init(server: String?, loop: EventLoop) throws(CLIError) {
-        url = Self.resolveURL(server)
+    /// Connects; with a token, says hello with it first so a bad token
+    /// fails here, before any command runs.
+    init(access: HubAccess, loop: EventLoop) throws(CLIError) {
+        url = access.url
+        try access.checkTransport(url)
         var options = WebSocketOptions()
         options.maxMessageSize = 64 << 20
         do {
             socket = try BlockingWebSocket(url: url, loop: loop, options: options, timeoutMillis: 5000)
         } catch {
             throw CLIError.unreachable(url, "\(error)")
+        }
+        if let token = access.token {
+            _ = try request(["op": "hello", "protocol": 1, "client": "tally-cli", "token": .string(token)])
         }
     }
 
@@ -91,6 +97,7 @@ enum CLIError: Error {
     case refused(JSONObject)
     case disconnected(String)
     case timeout
+    case insecureToken(String)
 
     var message: String {
         switch self {
@@ -104,6 +111,8 @@ enum CLIError: Error {
             return reason
         case .timeout:
             return "the hub did not answer in time"
+        case .insecureToken(let url):
+            return "refusing to send the token in plain text to \(url): use wss:// (or https://), a loopback address, or --insecure if you accept that anyone on the network can read it"
         }
     }
 

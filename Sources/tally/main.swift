@@ -13,6 +13,9 @@ Commands:
   list           show a list, add or remove entries
   emit           publish an event on a topic
   on             print the events published on a topic
+  order          stock orders: new, advance, cancel, ls
+  intake         intake jobs with photos: new, resume, status
+  resolve        find the item a code (QR, barcode, SKU, serial) names
   echo-check     check a WebSocket echo endpoint message by message
   bench          benchmarks: echo round trips, idle connection memory
   help           show this help; 'tally <command> --help' for a command
@@ -37,6 +40,12 @@ do {
         status = try EchoCheckCommand.run(args.dropFirst(2))
     case "get", "set", "del", "watch", "list", "emit", "on":
         status = try ClientCommands.run(args[1], args.dropFirst(2))
+    case "order":
+        status = try OrderCommand.run(args.dropFirst(2))
+    case "intake":
+        status = try IntakeCommand.run(args.dropFirst(2))
+    case "resolve":
+        status = try ResolveCommand.run(args.dropFirst(2))
     case "bench":
         status = try BenchCommand.run(args.dropFirst(2))
     case let other?:
