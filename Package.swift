@@ -44,13 +44,14 @@ let package = Package(
         // The hub: configuration, routes, metrics.
         // Durable storage: SQLite (WAL, group commit) and an in-memory twin.
         .target(name: "TallyStore", dependencies: ["CSQLite"], swiftSettings: strict),
-        .target(name: "TallyServer", dependencies: ["TallyNet", "TallyEngine", "TallyProtocol", "TallyStore"],
+        .target(name: "TallyServer", dependencies: ["TallyNet", "TallyEngine", "TallyProtocol", "TallyStore",
+                                                    "COpenSSL", "CZlib"],
                 swiftSettings: strict),
         // Load generators behind `tally bench`.
         .target(name: "TallyBench", dependencies: ["TallyNet", "TallyTLS"], swiftSettings: strict),
         // The command-line front end: argument parsing and output only.
         .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS",
-                                                      "TallyProtocol", "TallyStore"],
+                                                      "TallyProtocol", "TallyStore", "TallyEngine"],
                           swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary directories, …).

@@ -13,8 +13,9 @@ public struct Engine: Sendable {
 
     /// Applies `writes` in order. `firstSeq` is the sequence number the first
     /// change gets; each later change gets the next one. For an atomic group
-    /// an error carries the failing write's `index`.
-    public func apply(_ writes: [Write], atomic: Bool, to state: inout some EngineState,
+    /// an error carries the failing write's `index` — or, with `origins`,
+    /// the index of the client write the failing one was planned from.
+    public func apply(_ writes: [Write], atomic: Bool, origins: [Int]? = nil, to state: inout some EngineState,
                       firstSeq: Int64, now: Int64) throws(ProtocolError) -> [Change] {
         var overlay = Overlay(base: state)
         var changes: [Change] = []
@@ -30,6 +31,7 @@ public struct Engine: Sendable {
             } catch {
                 var error = error
                 if atomic {
+                    let index = origins?[index] ?? index
                     error.details["index"] = .number(JSONNumber(index))
                     if case .string(let field)? = error.details["field"] {
                         error.details["field"] = .string("ops[\(index)].\(field)")
@@ -67,6 +69,18 @@ public struct Engine: Sendable {
             guard root.value(at: path) != nil else {
                 throw ProtocolError(.notFound, "\"\(name)\" has no value at \(path)", details: ["field": "path"])
             }
+        case .boundedIncrement(let path, let by, let atLeast):
+            guard current != nil else { throw missing() }
+            let before = root.value(at: path)?.numberValue?.int64Value ?? 0
+            let (sum, overflow) = before.addingReportingOverflow(by)
+            guard !overflow, sum >= atLeast else {
+                throw ProtocolError(.insufficientStock,
+                    "\"\(name)\" has \(path) \(before); this change needs \(-by), which would leave \(sum)",
+                    details: ["item": .string(name), "stock": .number(JSONNumber(before)), "needed": .number(JSONNumber(-by))])
+            }
+        case .advance:
+            throw ProtocolError(.badField, "\"\(name)\" is not under a workflow, so it has no stages to advance",
+                                details: ["field": "name"])
         case .set, .setPath, .increment, .addEntry, .removeEntry, .setEntries, .deleteList:
             break
         }
@@ -85,14 +99,19 @@ public struct Engine: Sendable {
                 let value = result.value(at: path)
                 newData = result.objectValue
                 scope = .path(path); kind = "setPath"; pathValue = (path, value); replyValue = value
+            case .boundedIncrement(let path, let by, _):
+                let result = try root.incrementing(at: path, by: JSONNumber(by))
+                let value = result.value(at: path)
+                newData = result.objectValue
+                scope = .path(path); kind = "setPath"; pathValue = (path, value); replyValue = value
             case .deletePath(let path):
                 newData = try root.removing(at: path).objectValue
                 scope = .path(path); kind = "deletePath"; pathValue = (path, nil)
             case .delete:
                 newData = nil
                 kind = "delete"
-            case .addEntry, .removeEntry, .setEntries, .deleteList:
-                preconditionFailure("list write routed to applyRecord")
+            case .addEntry, .removeEntry, .setEntries, .deleteList, .advance:
+                preconditionFailure("list write or unplanned advance routed to applyRecord")
             }
         } catch {
             throw ProtocolError.path(error)
@@ -217,7 +236,7 @@ public struct Engine: Sendable {
             guard current != nil else { throw missing() }
             deleted = true
             push.string("kind", "delete")
-        case .set, .setPath, .merge, .delete, .deletePath, .increment:
+        case .set, .setPath, .merge, .delete, .deletePath, .increment, .advance, .boundedIncrement:
             preconditionFailure("record write routed to applyList")
         }
         let after = deleted ? nil : ListState(name: name, version: version, seq: seq, created: current?.created ?? now,

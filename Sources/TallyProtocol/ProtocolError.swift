@@ -23,6 +23,9 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let storageFailed = ErrorCode(rawValue: "storage_failed")
     public static let shuttingDown = ErrorCode(rawValue: "shutting_down")
     public static let resnapshot = ErrorCode(rawValue: "resnapshot")
+    public static let illegalTransition = ErrorCode(rawValue: "illegal_transition")
+    public static let useAdvance = ErrorCode(rawValue: "use_advance")
+    public static let insufficientStock = ErrorCode(rawValue: "insufficient_stock")
 }
 
 /// An error answer: a stable code, a message that says what to fix, and the

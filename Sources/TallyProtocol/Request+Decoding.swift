@@ -45,7 +45,7 @@ extension Request {
                 }
                 do throws(ProtocolError) {
                     guard let write = try Fields(inner).write(op: innerOp) else {
-                        throw ProtocolError(.unknownOp, "\"\(innerOp)\" is not a write; use set, merge, delete, increment, addEntry, removeEntry or setEntries")
+                        throw ProtocolError(.unknownOp, "\"\(innerOp)\" is not a write; use set, merge, delete, increment, addEntry, removeEntry, setEntries or advance")
                     }
                     writes.append(write)
                 } catch {
@@ -60,7 +60,7 @@ extension Request {
             operation = .write(writes, atomic: true)
         default:
             guard let write = try fields.write(op: op) else {
-                throw ProtocolError(.unknownOp, "unknown op \"\(op)\"; use hello, get, subscribe, unsubscribe, set, merge, delete, increment, addEntry, removeEntry, setEntries, write or publish")
+                throw ProtocolError(.unknownOp, "unknown op \"\(op)\"; use hello, get, subscribe, unsubscribe, set, merge, delete, increment, addEntry, removeEntry, setEntries, advance, write or publish")
             }
             operation = .write([write], atomic: false)
         }
@@ -120,6 +120,14 @@ struct Fields {
                                 details: ["field": .string(field), "offset": 0])
         }
         return path
+    }
+
+    func stage(_ field: String) throws(ProtocolError) -> String? {
+        guard let stage = try string(field) else { return nil }
+        guard !stage.isEmpty, stage.utf8.count <= Self.maxStageBytes else {
+            throw .badField(field, "\"\(field)\" must be a stage name of 1 to \(Self.maxStageBytes) bytes")
+        }
+        return stage
     }
 
     func requiredPath() throws(ProtocolError) -> RecordPath {
@@ -205,7 +213,9 @@ struct Fields {
     }
 
     /// The write named `op`, or nil when `op` is not a write.
-    static let writeOps: Set<String> = ["set", "merge", "delete", "increment", "addEntry", "removeEntry", "setEntries"]
+    static let writeOps: Set<String> = ["set", "merge", "delete", "increment", "addEntry", "removeEntry", "setEntries", "advance"]
+    static let maxReasonBytes = 1024
+    static let maxStageBytes = 128
 
     func write(op: String) throws(ProtocolError) -> Write? {
         guard Self.writeOps.contains(op) else { return nil }
@@ -242,6 +252,14 @@ struct Fields {
         case "removeEntry":
             let at = try int("at", min: 0, max: Int64(RecordPath.maxIndex)).map(Int.init)
             return Write(name: try name("list"), action: .removeEntry(try name("entry"), at: at), baseVersion: base)
+        case "advance":
+            let record = try name("name")
+            var step = Advance(from: try stage("from"), to: try stage("to"), reason: try string("reason"))
+            if let reason = step.reason, reason.isEmpty || reason.utf8.count > Self.maxReasonBytes {
+                throw .badField("reason", "\"reason\" must be 1 to \(Self.maxReasonBytes) bytes")
+            }
+            if object["data"] != nil { step.data = try objectData() }
+            return Write(name: record, action: .advance(step), baseVersion: base)
         case "setEntries":
             guard let value = object["entries"] else { throw .badField("entries", "\"setEntries\" needs \"entries\": an array of record names") }
             guard case .array(let values) = value else { throw .badField("entries", "\"entries\" must be an array of record names") }

@@ -90,6 +90,13 @@ public struct Write: Sendable, Equatable {
         case removeEntry(String, at: Int?)
         case setEntries([String])
         case deleteList
+        /// A workflow stage change (PROTOCOL.md, "advance"); the hub turns
+        /// it into plain writes before the engine sees it.
+        case advance(Advance)
+        /// Adds `by` to the number at the path of an existing record, refused
+        /// with `insufficient_stock` when the result would fall below
+        /// `atLeast`. Only the hub issues it (stock on delivery).
+        case boundedIncrement(RecordPath, by: Int64, atLeast: Int64)
     }
 
     /// The record's name, or the list's for list actions.
@@ -107,7 +114,25 @@ public struct Write: Sendable, Equatable {
     public var isListWrite: Bool {
         switch action {
         case .addEntry, .removeEntry, .setEntries, .deleteList: true
-        case .set, .setPath, .merge, .delete, .deletePath, .increment: false
+        case .set, .setPath, .merge, .delete, .deletePath, .increment, .advance, .boundedIncrement: false
         }
+    }
+}
+
+/// `{"op":"advance","name":…,"from":…,"to":…,"reason":…,"data":{…}}`.
+public struct Advance: Sendable, Equatable {
+    /// The stage the client believes the record is in; a mismatch is a conflict.
+    public var from: String?
+    /// The stage to move to; nil means the first allowed transition.
+    public var to: String?
+    public var reason: String?
+    /// A merge patch applied in the same change.
+    public var data: JSONObject?
+
+    public init(from: String? = nil, to: String? = nil, reason: String? = nil, data: JSONObject? = nil) {
+        self.from = from
+        self.to = to
+        self.reason = reason
+        self.data = data
     }
 }

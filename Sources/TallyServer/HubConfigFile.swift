@@ -1,4 +1,5 @@
 import Glibc
+import TallyEngine
 import TallyProtocol
 import TallyStore
 
@@ -25,6 +26,13 @@ public struct HubConfigFile: Sendable {
     public var retainAgeSeconds: Double?
     public var maxRecordSize: Int?
     public var maxMessageSize: Int?
+    public var maxBlobSize: Int?
+    /// Configured users; any at all turns authentication on.
+    public var users: [HubUser]?
+    /// Roles defined or redefined over the shipped ones.
+    public var roles: [String: [AccessRule]] = [:]
+    /// Workflows by prefix over the shipped ones (nil removes one).
+    public var workflows: [String: Workflow?] = [:]
 
     public struct Invalid: Error, CustomStringConvertible {
         public var path: String
@@ -61,6 +69,10 @@ public struct HubConfigFile: Sendable {
                 file.durability = durability
             case "maxRecordSize": file.maxRecordSize = try int(member, path, 1...(1 << 30))
             case "maxMessageSize": file.maxMessageSize = try int(member, path, 1...(1 << 30))
+            case "maxBlobSize": file.maxBlobSize = try int(member, path, 1...(1 << 30))
+            case "users": file.users = try parseUsers(member, path)
+            case "roles": file.roles = try parseRoles(member, path)
+            case "workflows": file.workflows = try parseWorkflows(member, path)
             case "retention":
                 guard case .object(let retention) = member else { throw Invalid(path: path, message: "must be an object") }
                 for (inner, innerValue) in retention {
@@ -76,7 +88,20 @@ public struct HubConfigFile: Sendable {
                     }
                 }
             default:
-                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize")
+                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, users, roles, workflows")
+            }
+        }
+        // Every role a user or a workflow names must exist.
+        let roleNames = Set(AccessPolicy.defaultRoles.keys).union(file.roles.keys)
+        for (index, user) in (file.users ?? []).enumerated() where !roleNames.contains(user.role) {
+            throw Invalid(path: "$.users[\(index)].role", message: "unknown role \"\(user.role)\"; known: \(roleNames.sorted().joined(separator: ", "))")
+        }
+        for (prefix, flow) in file.workflows {
+            guard let flow else { continue }
+            for (key, roles) in flow.roles {
+                if let bad = roles.first(where: { !roleNames.contains($0) }) {
+                    throw Invalid(path: "$.workflows.\(prefix).roles.\(key)", message: "unknown role \"\(bad)\"; known: \(roleNames.sorted().joined(separator: ", "))")
+                }
             }
         }
         return file
@@ -96,12 +121,12 @@ public struct HubConfigFile: Sendable {
         }
     }
 
-    private static func string(_ value: JSONValue, _ path: String) throws(Invalid) -> String {
+    static func string(_ value: JSONValue, _ path: String) throws(Invalid) -> String {
         guard case .string(let text) = value, !text.isEmpty else { throw Invalid(path: path, message: "must be a non-empty string") }
         return text
     }
 
-    private static func int(_ value: JSONValue, _ path: String, _ range: ClosedRange<Int>) throws(Invalid) -> Int {
+    static func int(_ value: JSONValue, _ path: String, _ range: ClosedRange<Int>) throws(Invalid) -> Int {
         guard case .number(let number) = value, let int = number.int64Value, number.isInteger, range.contains(Int(int)) else {
             throw Invalid(path: path, message: "must be an integer from \(range.lowerBound) to \(range.upperBound)")
         }

@@ -13,5 +13,7 @@ public struct HubConfiguration: Sendable {
     public var durability = Durability.full
     public var retention = StoreRetention()
     public var core = CoreConfiguration()
+    /// Largest photo `PUT /v1/blobs/{sha256}` accepts.
+    public var maxBlobBytes = 16 << 20
     public init() {}
 }

@@ -13,10 +13,12 @@ extension HubCore {
         do throws(ProtocolError) {
             switch call.operation {
             case .getRecord(let name):
-                guard let record = try cache.record(name) else { throw ProtocolError(.notFound, "no record named \"\(name)\"") }
+                let record = try cache.record(name)
+                try policy.check(call.actor, .read, name: name, owner: record?.owner)
+                guard let record else { throw ProtocolError(.notFound, "no record named \"\(name)\"") }
                 respond(call, .ok, record.envelope(), etag: record.version, after: head)
             case .records(let prefix, let after, let limit):
-                let (records, more) = try records(prefix: prefix, after: after, limit: limit)
+                let (records, more) = try readableRecords(prefix: prefix, after: after, limit: limit, actor: call.actor)
                 var writer = MessageWriter()
                 writer.int("seq", head)
                 writer.rawArray("records", records.map { $0.envelope() })
@@ -24,7 +26,7 @@ extension HubCore {
                 respond(call, .ok, writer.finish(), after: head)
             case .writeRecord(let write, let key, let usedIfMatch):
                 ifMatch = usedIfMatch
-                let result = try self.write([write], atomic: false, key: key).get()
+                let result = try self.write([write], atomic: false, key: key, actor: call.actor).get()
                 if case .delete = write.action {
                     var writer = MessageWriter()
                     writer.members(of: result.reply)
@@ -44,10 +46,11 @@ extension HubCore {
                 }
                 fanOut(result.changes)
             case .getList(let name):
+                try policy.check(call.actor, .read, name: name, owner: nil)
                 guard let list = try cache.list(name) else { throw ProtocolError(.notFound, "no list named \"\(name)\"") }
                 respond(call, .ok, list.envelope(nameKey: "name"), etag: list.version, after: head)
             case .writeList(let write, let key):
-                let result = try self.write([write], atomic: false, key: key).get()
+                let result = try self.write([write], atomic: false, key: key, actor: call.actor).get()
                 if let list = try cache.list(write.name) {
                     respond(call, .ok, list.envelope(nameKey: "name"), etag: list.version, after: max(result.seq, list.seq))
                 } else {
@@ -58,6 +61,10 @@ extension HubCore {
                 }
                 fanOut(result.changes)
             case .changes(let since, let limit):
+                // The log holds every record's changes: it is for roles that may read everything.
+                guard policy.decide(call.actor, .read, prefix: "") == .allowed else {
+                    throw AccessPolicy.denied(call.actor, .read, name: "the change log")
+                }
                 let floor: Int64
                 let stored: [StoredChange]
                 do {
@@ -85,7 +92,20 @@ extension HubCore {
                 writer.rawArray("changes", pushes)
                 writer.bool("more", more)
                 respond(call, .ok, writer.finish(), after: head)
+            case .advance(let name, let step, let key):
+                let result = try self.write([Write(name: name, action: .advance(step))], atomic: false, key: key,
+                                            actor: call.actor).get()
+                guard let record = try cache.record(name) else { throw ProtocolError(.notFound, "no record named \"\(name)\"") }
+                var writer = MessageWriter(capacity: record.dataBytes.count + 128)
+                record.envelope(into: &writer)
+                if let from = result.reply["from"] { writer.value("from", from) }
+                if let to = result.reply["to"] { writer.value("to", to) }
+                respond(call, .ok, writer.finish(), etag: record.version, after: max(result.seq, record.seq))
+                fanOut(result.changes)
+            case .resolve(let code):
+                try resolve(code, call: call, head: head)
             case .publish(let topic, let data):
+                try policy.check(call.actor, .publish, name: topic, owner: nil)
                 publish(topic: topic, data: data) { count in
                     var writer = MessageWriter()
                     writer.int("delivered", Int64(count))
@@ -94,6 +114,7 @@ extension HubCore {
             }
         } catch {
             metrics.requestErrors.add(1, ordering: .relaxed)
+            noteRefusal(error, actor: call.actor)
             emit(.http(call.responder, REST.response(for: error, ifMatch: ifMatch)), after: 0)
         }
     }

@@ -9,10 +9,16 @@ extension HubCore {
     func handle(_ request: Request, from session: Session) {
         guard session.slot >= 0 else { return }
         let id = request.id
+        if case .hello = request.operation {} else if session.actor == nil {
+            return answer(session, id: id, error: ProtocolError(.unauthorized,
+                "this hub needs a token: send {\"op\":\"hello\",\"token\":…} first, or an Authorization: Bearer header on the upgrade"))
+        }
+        let actor = session.actor ?? Self.nobody
         switch request.operation {
         case .hello(let hello): self.hello(hello, id: id, session: session)
-        case .get(let target): get(target, id: id, session: session)
-        case .subscribe(let target, let since): subscribe(target, since: since ?? session.since, id: id, session: session)
+        case .get(let target): get(target, id: id, session: session, actor: actor)
+        case .subscribe(let target, let since):
+            subscribe(target, since: since ?? session.since, id: id, session: session, actor: actor)
         case .unsubscribe(let target):
             if registry.remove(target, slot: session.slot) {
                 metrics.subscriptions.store(registry.count, ordering: .relaxed)
@@ -21,7 +27,7 @@ extension HubCore {
                 answer(session, id: id, error: ProtocolError(.notSubscribed, "this connection has no such subscription"))
             }
         case .write(let writes, let atomic):
-            switch write(writes, atomic: atomic, key: request.idempotencyKey) {
+            switch write(writes, atomic: atomic, key: request.idempotencyKey, actor: actor) {
             case .success(let result):
                 answer(session, id: id, after: result.seq) { $0.members(of: result.reply) }
                 fanOut(result.changes)
@@ -29,6 +35,9 @@ extension HubCore {
                 answer(session, id: id, error: error)
             }
         case .publish(let topic, let data):
+            do { try configuration.planner.policy.check(actor, .publish, name: topic, owner: nil) } catch {
+                return answer(session, id: id, error: error)
+            }
             publish(topic: topic, data: data) { count in
                 self.answer(session, id: id) { $0.int("delivered", Int64(count)) }
             }
@@ -46,6 +55,18 @@ extension HubCore {
                 "this hub speaks protocol \(Request.supportedProtocols.map(String.init).joined(separator: ", ")), not \(hello.protocols.map(String.init).joined(separator: ", "))",
                 details: ["supported": .array(Request.supportedProtocols.map { .number(JSONNumber($0)) })]))
         }
+        if let authenticator = configuration.authenticator {
+            if let token = hello.token {
+                session.actor = authenticator.actor(token: token)
+            }
+            guard session.actor != nil else {
+                let problem = hello.token == nil ? "this hub needs a token: send it in hello as \"token\"" : "the token is not one this hub knows"
+                answer(session, id: id, error: ProtocolError(.unauthorized, problem))
+                return emit(.close(session, .policyViolation, "authentication failed"), after: 0)
+            }
+        } else {
+            session.actor = Actor(user: hello.client ?? "anonymous", role: "admin")
+        }
         let floor: Int64
         do { floor = try cache.reader.sequenceBounds().floor } catch {
             return answer(session, id: id, error: .storage(error))
@@ -59,18 +80,24 @@ extension HubCore {
             writer.string("server", configuration.serverName)
             writer.int("seq", head)
             writer.int("floor", floor)
+            if let actor = session.actor {
+                writer.string("user", actor.user)
+                writer.string("role", actor.role)
+            }
             if let since = hello.since { writer.bool("resumable", self.canReplay(since: since, floor: floor)) }
         }
     }
 
     // MARK: get
 
-    private func get(_ target: GetTarget, id: JSONValue?, session: Session) {
+    private func get(_ target: GetTarget, id: JSONValue?, session: Session, actor: Actor) {
         let head = headSeq
         do throws(ProtocolError) {
             switch target {
             case .record(let name, let path):
-                guard let record = try cache.record(name) else {
+                let record = try cache.record(name)
+                try policy.check(actor, .read, name: name, owner: record?.owner)
+                guard let record else {
                     throw ProtocolError(.notFound, "no record named \"\(name)\"")
                 }
                 if let path {
@@ -84,10 +111,11 @@ extension HubCore {
                     answer(session, id: id, after: head) { record.envelope(into: &$0) }
                 }
             case .list(let name):
+                try policy.check(actor, .read, name: name, owner: nil)
                 guard let list = try cache.list(name) else { throw ProtocolError(.notFound, "no list named \"\(name)\"") }
                 answer(session, id: id, after: head) { list.envelope(into: &$0) }
             case .prefix(let prefix, let after, let limit):
-                let (records, more) = try records(prefix: prefix, after: after, limit: limit)
+                let (records, more) = try readableRecords(prefix: prefix, after: after, limit: limit, actor: actor)
                 answer(session, id: id, after: head) { writer in
                     writer.int("seq", head)
                     writer.rawArray("records", records.map { $0.envelope() })
@@ -145,9 +173,10 @@ extension HubCore {
 
     // MARK: subscribe
 
-    private func subscribe(_ target: SubscriptionTarget, since: Int64?, id: JSONValue?, session: Session) {
+    private func subscribe(_ target: SubscriptionTarget, since: Int64?, id: JSONValue?, session: Session, actor: Actor) {
         let head = headSeq
         do throws(ProtocolError) {
+            try checkSubscribe(target, actor: actor)
             if case .topic = target {
                 registry.add(target, slot: session.slot)
                 metrics.subscriptions.store(registry.count, ordering: .relaxed)
@@ -297,7 +326,7 @@ extension HubCore {
 
     /// Applies writes (idempotently when keyed), queues their store unit and
     /// pushes. The caller answers after `seq` is committed.
-    func write(_ writes: [Write], atomic: Bool, key: String?) -> Result<WriteResult, ProtocolError> {
+    func write(_ writes: [Write], atomic: Bool, key: String?, actor: Actor) -> Result<WriteResult, ProtocolError> {
         if let key {
             switch priorReply(for: key) {
             case .success(let prior?): return .success(WriteResult(seq: prior.seq, reply: prior.reply, changes: []))
@@ -307,18 +336,33 @@ extension HubCore {
         }
         let now = configuration.clock()
         let changes: [Change]
-        do { changes = try engine.apply(writes, atomic: atomic, to: &cache, firstSeq: headSeq + 1, now: now) } catch {
+        let plan: WorkflowPlan
+        do throws(ProtocolError) {
+            plan = try configuration.planner.plan(writes, atomic: atomic, actor: actor, state: &cache, now: now) { workflow throws(ProtocolError) in
+                try self.stats(of: workflow)
+            }
+            changes = try engine.apply(plan.writes, atomic: atomic, origins: plan.origins, to: &cache,
+                                       firstSeq: headSeq + 1, now: now)
+        } catch {
             return .failure(error)
         }
+        for (prefix, delta) in plan.deltas { workflowStats[prefix]?.apply(delta) }
         let last = changes.last!.seq
         headSeq = last
         metrics.headSeq.store(Int(last), ordering: .relaxed)
         metrics.changes.add(changes.count, ordering: .relaxed)
+        // Each client write answers with its own change's reply; what the
+        // hub added (stats, stock, lists) is pushed but not echoed.
+        func result(_ index: Int) -> JSONValue {
+            var reply = changes[plan.primaries[index]].reply
+            for (key, value) in plan.replyExtras[index] ?? [:] { reply[key] = value }
+            return .object(reply)
+        }
         var reply: JSONObject
         if atomic {
-            reply = ["seq": .number(JSONNumber(last)), "results": .array(changes.map { .object($0.reply) })]
+            reply = ["seq": .number(JSONNumber(last)), "results": .array(writes.indices.map(result))]
         } else {
-            reply = changes[0].reply
+            reply = result(0).objectValue!
         }
         var mutations: [StoreMutation] = []
         var stored: [StoredChange] = []
@@ -327,6 +371,7 @@ extension HubCore {
         for change in changes {
             cache.apply(change)
             uncommitted.append(change)
+            indexCodes(of: change)
             switch change.target {
             case .record(_, let after, _):
                 mutations.append(after.map { .putRecord($0.stored) } ?? .deleteRecord(change.name))

@@ -24,6 +24,12 @@ public struct CoreConfiguration: Sendable {
     /// the path that the first missed change is compared with.
     public var pathReplayLookback: Int64 = 10_000
     public var serverName = "tally/0.3.0"
+    /// Access rules and workflows every write passes through.
+    public var planner = WorkflowPlanner()
+    /// Checks tokens; nil is open mode (no users configured), where every
+    /// connection acts as `admin` — the serve command allows that on
+    /// loopback only.
+    public var authenticator: Authenticator?
     /// Milliseconds since the epoch; injectable for tests.
     public var clock: @Sendable () -> Int64 = HubCore.wallClockMillis
 
@@ -55,11 +61,13 @@ public final class HubCore: @unchecked Sendable {
         case reply(Session, [UInt8])
         case fanout(SharedFrame, [Session], isEvent: Bool)
         case http(HTTPResponder, HTTPResponse)
+        case close(Session, WebSocketCloseCode, String)
     }
 
     enum Delivery: Sendable {
         case text(Session, [UInt8])
         case frame(Session, SharedFrame)
+        case close(Session, WebSocketCloseCode, String)
     }
 
     private let mailbox = CoreMailbox<Input>()
@@ -86,6 +94,10 @@ public final class HubCore: @unchecked Sendable {
     private var heldHead = 0
     private var deliveries: [Int: (loop: EventLoop, items: [Delivery])] = [:]
     var slotScratch: [Int] = []
+    /// Per workflow prefix, built by a recount on first use.
+    var workflowStats: [String: WorkflowStats] = [:]
+    /// Item lookup codes for resolve, built on first use.
+    var itemCodes: [String: Set<String>]?
     private var floorCheckedAt: Int64 = 0
 
     public init(store: any Store, configuration: CoreConfiguration, logger: Logger) throws(StoreError) {
@@ -162,6 +174,7 @@ public final class HubCore: @unchecked Sendable {
     }
 
     private func open(_ session: Session) {
+        if configuration.authenticator == nil { session.actor = Actor(user: "anonymous", role: "admin") }
         session.slot = registry.makeSubscriber()
         if session.slot == sessions.count { sessions.append(session) } else { sessions[session.slot] = session }
         metrics.sessions.add(1, ordering: .relaxed)
@@ -233,6 +246,7 @@ public final class HubCore: @unchecked Sendable {
                     switch item {
                     case .text(let session, let bytes): session.socket.send(.text, bytes)
                     case .frame(let session, let frame): session.socket.send(frame)
+                    case .close(let session, let code, let reason): session.socket.close(code, reason: reason)
                     }
                 }
             }
@@ -252,6 +266,8 @@ public final class HubCore: @unchecked Sendable {
             }
         case .http(let responder, let response):
             responder.respond(response)
+        case .close(let session, let code, let reason):
+            queue(.close(session, code, reason), on: session.loop)
         }
     }
 
@@ -278,6 +294,7 @@ public final class HubCore: @unchecked Sendable {
         writer.value("error", error.json)
         metrics.requests.add(1, ordering: .relaxed)
         metrics.requestErrors.add(1, ordering: .relaxed)
+        noteRefusal(error, actor: session.actor)
         emit(.reply(session, writer.finish()), after: 0)
     }
 }

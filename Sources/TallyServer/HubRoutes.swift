@@ -1,4 +1,5 @@
 import Synchronization
+import TallyEngine
 import TallyHTTP
 import TallyNet
 import TallyProtocol
@@ -12,10 +13,17 @@ final class HubRoutes: HTTPApplication {
         /// immediate error response.
         case rest(@Sendable (HTTPRequest, [String: String]) throws(ProtocolError) -> RESTCall.Operation)
         case upgrade(WebSocketRoute)
+        /// The sync protocol's WebSocket: its handler learns who the
+        /// upgrade request's token named.
+        case sync
+        /// Answered later through the responder, from any thread: for work
+        /// that must not run on the loop (hashing and fsyncing blobs).
+        case deferred(@Sendable (HTTPRequest, [String: String], HTTPResponder) -> Void)
     }
 
     private let router: HTTPRouter<Route>
     private let core: HubCore
+    private let messageLimits: JSONLimits
     let metricsSource = MetricsSource()
 
     init(configuration: HubConfiguration, core: HubCore) {
@@ -36,9 +44,8 @@ final class HubRoutes: HTTPApplication {
         var messageLimits = JSONLimits()
         messageLimits.maxBytes = configuration.server.webSocket.maxMessageSize
         let limits = messageLimits
-        router.add("GET", "/v1/ws", .upgrade(WebSocketRoute(subprotocols: ["tally.v1"]) { _ in
-            SyncHandler(core: core, limits: limits)
-        }))
+        self.messageLimits = messageLimits
+        router.add("GET", "/v1/ws", .sync)
         RESTRoutes.add(to: &router, limits: limits)
         self.router = router
     }
@@ -48,12 +55,32 @@ final class HubRoutes: HTTPApplication {
         case .found(.respond(let respond), let parameters):
             return .respond(respond(request, parameters))
         case .found(.rest(let parse), let parameters):
+            let actor: Actor
+            switch authenticate(request, headerRequired: true) {
+            case .known(let known): actor = known!
+            case .refused(let refusal): return .respond(refusal)
+            }
             let operation: RESTCall.Operation
             do { operation = try parse(request, parameters) } catch {
                 return .respond(REST.response(for: error))
             }
             let core = core
-            return .deferred { responder in core.post(.rest(RESTCall(operation: operation, responder: responder))) }
+            return .deferred { responder in
+                core.post(.rest(RESTCall(operation: operation, responder: responder, actor: actor)))
+            }
+        case .found(.sync, _):
+            let actor: Actor?
+            switch authenticate(request, headerRequired: false) {
+            case .known(let known): actor = known
+            case .refused(let refusal): return .respond(refusal)
+            }
+            let core = core
+            let limits = messageLimits
+            return .upgrade(WebSocketRoute(subprotocols: ["tally.v1"]) { _ in
+                SyncHandler(core: core, limits: limits, actor: actor)
+            })
+        case .found(.deferred(let start), let parameters):
+            return .deferred { responder in start(request, parameters, responder) }
         case .found(.upgrade(let route), _):
             return .upgrade(route)
         case .methodNotAllowed(var allowed):
@@ -66,6 +93,55 @@ final class HubRoutes: HTTPApplication {
         case .notFound:
             return .respond(.error(.notFound, code: "not_found", message: "no route for \(request.path)"))
         }
+    }
+}
+
+extension HubRoutes {
+    /// Who the request's `Authorization: Bearer` token names. In open mode
+    /// everyone is admin; otherwise a bad token is refused with 401, and so is
+    /// a missing one where `headerRequired` (a WebSocket may still send its
+    /// token in hello, since browsers cannot set headers on the upgrade).
+    func authenticate(_ request: HTTPRequest, headerRequired: Bool) -> Authentication {
+        guard let authenticator = core.configuration.authenticator else {
+            return .known(Actor(user: "anonymous", role: "admin"))
+        }
+        guard let header = request.headers["Authorization"] else {
+            if !headerRequired { return .known(nil) }
+            return .refused(unauthorized("this hub needs a token: send Authorization: Bearer <token>"))
+        }
+        guard let token = Authenticator.bearerToken(header), let actor = authenticator.actor(token: token) else {
+            return .refused(unauthorized("the Authorization header does not carry a token this hub knows (expected: Bearer <token>)"))
+        }
+        return .known(actor)
+    }
+
+    enum Authentication {
+        case known(Actor?)
+        case refused(HTTPResponse)
+    }
+
+    /// Checks an operation for routes answered outside the core (blobs).
+    func authorize(_ request: HTTPRequest, _ permission: Permission, name: String) -> HTTPResponse? {
+        let actor: Actor
+        switch authenticate(request, headerRequired: true) {
+        case .known(let known): actor = known!
+        case .refused(let refusal): return refusal
+        }
+        switch core.configuration.planner.policy.decide(actor, permission, name: name) {
+        case .allowed: return nil
+        case .ifOwner, .denied:
+            let error = AccessPolicy.denied(actor, permission, name: name)
+            core.noteRefusalFromLoop(error, actor: actor)
+            return REST.response(for: error)
+        }
+    }
+
+    private func unauthorized(_ message: String) -> HTTPResponse {
+        let error = ProtocolError(.unauthorized, message)
+        core.noteRefusalFromLoop(error, actor: nil)
+        var response = REST.response(for: error)
+        response.headers.set("WWW-Authenticate", "Bearer realm=\"tally\"")
+        return response
     }
 }
 

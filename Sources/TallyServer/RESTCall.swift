@@ -1,5 +1,6 @@
 import TallyHTTP
 import TallyNet
+import TallyEngine
 import TallyProtocol
 
 /// A REST request turned into a sync operation on the loop thread, answered
@@ -14,10 +15,16 @@ struct RESTCall: Sendable {
         case writeList(Write, key: String?)
         case changes(since: Int64, limit: Int)
         case publish(topic: String, data: JSONValue)
+        /// POST /v1/records/{name}/advance
+        case advance(String, Advance, key: String?)
+        /// GET /v1/resolve/{code}
+        case resolve(String)
     }
 
     let operation: Operation
     let responder: HTTPResponder
+    /// Who the request's token named (admin in open mode).
+    let actor: Actor
 }
 
 /// The REST face of PROTOCOL.md ("REST"): parsing requests into operations

@@ -1,3 +1,4 @@
+import TallyEngine
 import TallyNet
 import TallyProtocol
 import TallyWebSocket
@@ -15,9 +16,13 @@ final class Session: @unchecked Sendable {
     var saidHello = false
     var since: Int64?
     var client: String?
+    /// Who the connection acts as: from the upgrade's Authorization header
+    /// or hello's token; nil until authenticated.
+    var actor: Actor?
 
-    init(socket: WebSocket, id: Int) {
+    init(socket: WebSocket, id: Int, actor: Actor? = nil) {
         self.socket = socket
+        self.actor = actor
         self.loop = socket.loop
         self.id = id
     }
@@ -28,15 +33,18 @@ final class Session: @unchecked Sendable {
 final class SyncHandler: WebSocketHandler {
     private let core: HubCore
     private let limits: JSONLimits
+    private let actor: Actor?
     private var session: Session?
 
-    init(core: HubCore, limits: JSONLimits) {
+    /// `actor`: who the upgrade request's token named, if it had one.
+    init(core: HubCore, limits: JSONLimits, actor: Actor?) {
         self.core = core
         self.limits = limits
+        self.actor = actor
     }
 
     func webSocketDidOpen(_ socket: WebSocket) {
-        let session = Session(socket: socket, id: core.nextSessionID())
+        let session = Session(socket: socket, id: core.nextSessionID(), actor: actor)
         self.session = session
         core.post(.open(session))
     }

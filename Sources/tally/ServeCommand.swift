@@ -4,6 +4,7 @@ import TallyServer
 import TallyStore
 import TallyTLS
 import TallyBench
+import TallyEngine
 
 /// `tally serve`: runs the hub until SIGINT or SIGTERM.
 enum ServeCommand {
@@ -18,7 +19,12 @@ enum ServeCommand {
       --port P                 port (default 8080; 0 picks a free one)
       --data DIR               where the SQLite store lives (default ./tally-data);
                                :memory: keeps nothing on disk
-      --config FILE            JSON settings file (see README); flags win over it
+      --config FILE            JSON settings file (see README): users and tokens,
+                               roles, workflows, limits; flags win over it
+      --open                   serve without authentication on an address that
+                               is not loopback (no users configured)
+      --demo                   start with sample items, orders and intake jobs,
+                               and a simulator that moves them along
       --durability MODE        full (default), normal or off: SQLite synchronous
                                setting; only full survives a power loss
       --retain-changes N       changes kept in the log for resume (default 1000000)
@@ -42,7 +48,7 @@ enum ServeCommand {
             valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-age",
                      "max-record-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
                      "ping-interval", "idle-timeout", "log-level"],
-            flags: ["no-echo", "no-compression", "help"])
+            flags: ["no-echo", "no-compression", "open", "demo", "help"])
         if arguments.flag("help") { print(help); return 0 }
         try arguments.noPositionals("serve")
         var configuration = HubConfiguration()
@@ -59,6 +65,11 @@ enum ServeCommand {
                 if let age = file.retainAgeSeconds { configuration.retention.maxAge = age }
                 if let size = file.maxRecordSize { configuration.core.limits.maxRecordBytes = size }
                 if let size = file.maxMessageSize { server.webSocket.maxMessageSize = size }
+                if let size = file.maxBlobSize { configuration.maxBlobBytes = size }
+                configuration.core.planner = WorkflowPlanner(workflows: file.workflowSet, policy: file.policy)
+                if let users = file.users, !users.isEmpty {
+                    configuration.core.authenticator = Authenticator(users: users)
+                }
             } catch {
                 printError("bad config file \(path): \(error)")
                 return 2
@@ -112,6 +123,11 @@ enum ServeCommand {
             throw UsageError(message: "--tls-cert and --tls-key go together")
         }
         configuration.server = server
+        let open = configuration.core.authenticator == nil
+        if open, !HubAccess.isLoopback(server.host), !arguments.flag("open") {
+            printError("refusing to serve \(server.host) without authentication: anyone who can reach it could change everything. Add users to a --config file (README, \"Config file\"), bind 127.0.0.1, or pass --open if this network is trusted")
+            return 2
+        }
 
         // Block the stop signals in every thread (the loops inherit the mask),
         // then wait for them here.
@@ -138,6 +154,9 @@ enum ServeCommand {
                                               "data": configuration.dataDirectory,
                                               "durability": configuration.durability.rawValue])
         print("tally listening on \(scheme)://\(host):\(hub.port)")
+        if open {
+            print("open mode: no users configured, so there is no authentication and every client acts as admin\(HubAccess.isLoopback(server.host) ? " (loopback only)" : " (--open)")")
+        }
         fflush(stdout)
 
         var received: Int32 = 0
