@@ -67,6 +67,37 @@ enum RESTRoutes {
             let limit = try REST.integer(query["limit"], field: "limit", default: 1000, range: 1...10_000)
             return .changes(since: since, limit: Int(limit))
         })
+        // POST is only ever an advance: /v1/records/{name}/advance.
+        router.add("POST", "/v1/records/{name...}", .rest { request, parameters throws(ProtocolError) in
+            let raw = parameters["name"]!
+            guard raw.hasSuffix("/advance"), raw.utf8.count > 8 else {
+                throw ProtocolError(.badName, "POST /v1/records/NAME/advance moves a workflow record to its next stage; other writes use PUT, PATCH or DELETE",
+                                    details: ["field": "name"])
+            }
+            let name = try REST.name(String(raw.dropLast(8)), field: "name")
+            var step = Advance()
+            if !request.body.isEmpty {
+                let body = try objectBody(request, limits: limits, "the body of an advance is {\"from\", \"to\", \"reason\", \"data\"} (all optional)")
+                for (key, _) in body where !["from", "to", "reason", "data"].contains(key) {
+                    throw ProtocolError.badField(key, "unknown member \"\(key)\"; an advance takes from, to, reason and data")
+                }
+                var message = body
+                message["op"] = "advance"
+                message["name"] = .string(name)
+                guard case .write(let writes, _) = try Request.decode(.object(message)).operation,
+                      case .advance(let decoded) = writes[0].action else {
+                    throw ProtocolError.badField("data", "not an advance")
+                }
+                step = decoded
+            }
+            return .advance(name, step, key: try REST.idempotencyKey(request))
+        })
+        router.add("GET", "/v1/resolve/{code...}", .rest { _, parameters throws(ProtocolError) in
+            guard let code = REST.percentDecoded(Substring(parameters["code"]!)), !code.isEmpty, code.utf8.count <= 2048 else {
+                throw ProtocolError.badField("code", "the code must be 1 to 2048 bytes of percent-encoded UTF-8")
+            }
+            return .resolve(code)
+        })
         router.add("POST", "/v1/events/{topic...}", .rest { request, parameters throws(ProtocolError) in
             .publish(topic: try REST.name(parameters["topic"]!, field: "topic"), data: try REST.body(request, limits: limits))
         })

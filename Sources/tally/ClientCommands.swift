@@ -28,14 +28,7 @@ enum ClientCommands {
             print(helps[command]! + "\n\n" + commonOptions)
             return 0
         }
-        let group: EventLoopGroup
-        do { group = try EventLoopGroup(threads: 1) } catch {
-            printError("cannot start: \(error)")
-            return 1
-        }
-        defer { group.shutdown() }
-        let context = Context(arguments: a, loop: group.next())
-        do {
+        return try perform(command, a) { context in
             switch command {
             case "get": try get(context)
             case "set": try set(context)
@@ -46,6 +39,21 @@ enum ClientCommands {
             case "on": try on(context)
             default: throw UsageError(message: "unknown command '\(command)'")
             }
+        }
+    }
+
+    /// Runs a client command's body with a connection context, mapping its
+    /// failures to messages and exit statuses: usage mistakes and refused
+    /// arguments 2, everything else (unreachable hub, refusals) 1.
+    static func perform(_ command: String, _ a: Arguments, _ body: (Context) throws -> Void) throws(UsageError) -> Int32 {
+        let group: EventLoopGroup
+        do { group = try EventLoopGroup(threads: 1) } catch {
+            printError("cannot start: \(error)")
+            return 1
+        }
+        defer { group.shutdown() }
+        do {
+            try body(Context(arguments: a, loop: group.next()))
             return 0
         } catch let error as UsageError {
             throw error
