@@ -51,7 +51,7 @@ let package = Package(
         .target(name: "TallyBench", dependencies: ["TallyNet", "TallyTLS"], swiftSettings: strict),
         // The command-line front end: argument parsing and output only.
         .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS",
-                                                      "TallyProtocol", "TallyStore", "TallyEngine"],
+                                                      "TallyProtocol", "TallyStore", "TallyEngine", "CSQLite"],
                           swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary directories, …).

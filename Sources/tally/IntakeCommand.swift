@@ -1,6 +1,400 @@
-/// `tally intake new|resume|status` (stub; being written).
+@preconcurrency import Glibc
+import TallyNet
+import TallyProtocol
+
+/// `tally intake new|resume|status`: intake jobs with photos, kept in a
+/// persistent local outbox so a job killed at any point continues from its
+/// last confirmed stage (seed 000: "the outbox persists photos, IDs, and
+/// confirmed API stages").
 enum IntakeCommand {
+    static let help = """
+    Usage: tally intake new --photo FILE [--photo FILE …] [--code C] [--location L]
+                            [--gps LAT,LON] [--receive N] [--json]
+           tally intake resume [JOB] [--json]
+           tally intake status [JOB] [--json]
+
+    new      copies the photos (1 to 12 JPEG, PNG, WebP, GIF or HEIC files) into
+             the outbox, then runs the job's stages against the hub:
+               resolve    (with --code) the item the code names, or a new one
+               create     the intake record intake/<job>
+               created    the new item (if any), record → created
+               upload     each photo as a blob, item photos, → media-uploaded
+               cover-set  the first photo as cover, → cover-set
+               done       → done; with --receive N, N more in the item's stock
+             Prints the job id, then (last line) the record name intake/<job>.
+      --photo FILE     a photo (repeat for more, in order; the first is the cover)
+      --code C         a scanned code (QR, barcode, SKU, serial, item link)
+      --location L     where the item is
+      --gps LAT,LON    decimal degrees, e.g. 48.8584,2.2945
+      --receive N      add N to the item's stock when the job is done
+    resume   continues every unfinished job for this hub (or JOB) from its last
+             confirmed stage; safe to run any number of times.
+    status   shows each job's stages (confirmed, pending, failed) and ids.
+
+    Options:
+      --outbox FILE    the outbox (default $TALLY_OUTBOX, else
+                       $XDG_DATA_HOME/tally/outbox.sqlite, else
+                       ~/.local/share/tally/outbox.sqlite); photos are kept
+                       beside it in <name>-photos/ until their job ends
+      --json           one JSON object with the job(s) at the end
+      --quiet          no stage lines on stderr
+    \(HubAccess.help)
+
+    A job is bound to the hub it was created for. A network failure leaves it
+    resumable (exit 1); a refusal no retry can fix fails it and marks the
+    record failed. Exit status: 0 done, 1 failed or interrupted, 2 usage error.
+    """
+
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        throw UsageError(message: "tally intake is not built yet")
+        guard let sub = args.first, !sub.hasPrefix("-") else {
+            if args.first == "--help" || args.first == "-h" || args.isEmpty {
+                print(help)
+                return args.isEmpty ? 2 : 0
+            }
+            throw UsageError(message: "intake needs a subcommand: new, resume or status")
+        }
+        let rest = args.dropFirst()
+        switch sub {
+        case "new": return try new(rest)
+        case "resume": return try resume(rest)
+        case "status": return try status(rest)
+        default: throw UsageError(message: "unknown intake subcommand '\(sub)': use new, resume or status")
+        }
+    }
+
+    // MARK: new
+
+    static func new(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+        let (photoPaths, rest) = try extract("photo", from: args)
+        let a = try Arguments(rest, command: "intake new",
+                              valued: HubAccess.valuedOptions.union(["code", "location", "gps", "receive", "outbox"]),
+                              flags: HubAccess.flagOptions.union(["json", "quiet", "help"]))
+        if a.flag("help") { print(help); return 0 }
+        try a.noPositionals("intake new")
+        guard !photoPaths.isEmpty else {
+            throw UsageError(message: "intake new needs at least one --photo FILE")
+        }
+        guard photoPaths.count <= IntakePhotos.maxCount else {
+            throw UsageError(message: "an intake job takes at most \(IntakePhotos.maxCount) photos, not \(photoPaths.count)")
+        }
+        let photos = try photoPaths.map { (path) throws(UsageError) in try IntakePhotos.check(path) }
+        let code = try text(a, "code", max: 512)
+        let location = try text(a, "location", max: 1000)
+        let gps = try a.string("gps").map { (text) throws(UsageError) in try parseGPS(text) }
+        let receive = try a.int("receive", in: 1...1_000_000_000)
+        let access = HubAccess(a)
+        try checkServer(access)
+        // Refuse a token in plain text before anything is written or sent.
+        do {
+            try access.checkTransport(access.url)
+        } catch {
+            printError(error.message)
+            return 1
+        }
+        let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
+        let json = a.flag("json")
+
+        let outbox: IntakeOutbox
+        var job: IntakeJob
+        do throws(OutboxError) {
+            outbox = try IntakeOutbox(path: outboxPath)
+            job = try createJob(in: outbox, hub: access.httpBase, photos: photos, code: code, location: location,
+                                gps: gps, receive: receive)
+        } catch {
+            printError("\(error.message)")
+            return 1
+        }
+        if !json {
+            print("job \(job.id)")
+            fflush(stdout)
+        }
+        IntakeCrash.point("copied")
+        return runJobs([job], outbox: outbox, access: access, json: json, quiet: a.flag("quiet"), single: true)
+    }
+
+    /// Copies the photos and stores the job, holding the outbox lock so no
+    /// other process removes a photo file between the copy and the insert.
+    private static func createJob(in outbox: IntakeOutbox, hub: String, photos: [IntakePhotos.Checked], code: String?,
+                                  location: String?, gps: (lat: Double, lon: Double)?, receive: Int?) throws(OutboxError) -> IntakeJob {
+        let lock = try outbox.lockAll()
+        defer { lock.release() }
+        let id = IntakePhotos.randomHex(8)
+        var stored: [IntakePhoto] = []
+        for photo in photos {
+            let (sha, size) = try IntakePhotos.copy(photo.path, into: outbox.photoDirectory)
+            if stored.contains(where: { $0.sha256 == sha }) {
+                fputs("tally: photo '\(photo.path)' has the same bytes as an earlier one: sent once\n", stderr)
+                continue
+            }
+            stored.append(IntakePhoto(position: stored.count, sha256: sha, size: size, type: photo.type,
+                                      source: absolute(photo.path), uploaded: false))
+        }
+        let now = IntakeOutbox.now()
+        let job = IntakeJob(id: id, hub: hub, created: now, code: code, location: location, gps: gps,
+                            receive: receive, item: code == nil ? "items/\(id)" : nil, newItem: code == nil,
+                            state: .running, reason: nil, photos: stored,
+                            stages: IntakeJob.stages(withCode: code != nil).map {
+                                StageRecord(stage: $0, status: .pending, result: nil, updated: now)
+                            })
+        try outbox.insert(job)
+        return job
+    }
+
+    // MARK: resume
+
+    static func resume(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+        let a = try Arguments(args, command: "intake resume", valued: HubAccess.valuedOptions.union(["outbox"]),
+                              flags: HubAccess.flagOptions.union(["json", "quiet", "help"]))
+        if a.flag("help") { print(help); return 0 }
+        guard a.positionals.count <= 1 else {
+            throw UsageError(message: "intake resume takes at most one JOB, not \(a.positionals.count)")
+        }
+        let access = HubAccess(a)
+        try checkServer(access)
+        do {
+            try access.checkTransport(access.url)
+        } catch {
+            printError(error.message)
+            return 1
+        }
+        let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
+        let outbox: IntakeOutbox
+        var jobs: [IntakeJob]
+        do throws(OutboxError) {
+            outbox = try IntakeOutbox(path: outboxPath)
+            jobs = try outbox.jobs()
+        } catch {
+            printError(error.message)
+            return 1
+        }
+        let hub = access.httpBase
+        if let wanted = a.positionals.first {
+            guard let job = try find(wanted, in: jobs, outbox: outbox) else { return 1 }
+            switch job.state {
+            case .done:
+                printError("intake job \(job.id) is already done (\(job.record))")
+                return a.flag("json") ? printJSON(job) : 0
+            case .failed:
+                printError("intake job \(job.id) failed and cannot be resumed: \(job.reason ?? "no reason recorded"); start a new job with 'tally intake new'")
+                return 1
+            case .running:
+                guard job.hub == hub else {
+                    printError("intake job \(job.id) belongs to the hub at \(job.hub), not \(hub): run 'tally intake resume \(job.id) --server \(job.hub)'")
+                    return 1
+                }
+                return runJobs([job], outbox: outbox, access: access, json: a.flag("json"), quiet: a.flag("quiet"), single: true)
+            }
+        }
+        jobs = jobs.filter { $0.state == .running }
+        let elsewhere = jobs.filter { $0.hub != hub }
+        for job in elsewhere {
+            printError("intake job \(job.id) belongs to the hub at \(job.hub): skipped (resume it with --server \(job.hub))")
+        }
+        jobs = jobs.filter { $0.hub == hub }
+        if jobs.isEmpty, !a.flag("json") {
+            fputs("tally: no unfinished intake jobs for \(hub)\n", stderr)
+            return 0
+        }
+        return runJobs(jobs, outbox: outbox, access: access, json: a.flag("json"), quiet: a.flag("quiet"), single: false)
+    }
+
+    /// Runs jobs one after another; stops at the first network failure
+    /// (the next would fail the same way). Exit status 0 only if all are done.
+    private static func runJobs(_ jobs: [IntakeJob], outbox: IntakeOutbox, access: HubAccess, json: Bool,
+                                quiet: Bool, single: Bool) -> Int32 {
+        let group: EventLoopGroup
+        do { group = try EventLoopGroup(threads: 1) } catch {
+            printError("cannot start: \(error)")
+            return 1
+        }
+        defer { group.shutdown() }
+        let runner = IntakeRunner(outbox: outbox, access: access, loop: group.next())
+        runner.verbose = !quiet
+        var status: Int32 = 0
+        var finished: [IntakeJob] = []
+        for var job in jobs {
+            let lock: OutboxLock
+            do {
+                guard let held = try outbox.lockJob(job.id) else {
+                    printError("intake job \(job.id) is being run by another tally process right now: skipped")
+                    status = 1
+                    finished.append(job)
+                    continue
+                }
+                lock = held
+                // Another process may have moved the job on before we got the lock.
+                if let current = try outbox.jobs(id: job.id).first { job = current }
+            } catch {
+                printError(error.message)
+                return 1
+            }
+            defer { lock.release() }
+            if !single, !quiet { fputs("tally: resuming intake job \(job.id) at stage \(job.nextStage?.rawValue ?? "-")\n", stderr) }
+            let outcome: IntakeRunner.Outcome
+            do {
+                outcome = job.state == .running ? try runner.run(&job) : (job.state == .done ? .done : .failed(job.reason ?? ""))
+            } catch {
+                printError("\(error.message); the job is kept: run 'tally intake resume \(job.id)' once this is fixed")
+                return 1
+            }
+            finished.append(job)
+            switch outcome {
+            case .done:
+                if !json { print(single ? job.record : "\(job.record) done") }
+            case .failed(let reason):
+                printError("intake job \(job.id) failed: \(reason)")
+                if !json { print(job.record) }
+                status = 1
+            case .interrupted(let error):
+                printError("\(error.message)\nintake job \(job.id) is saved in the outbox: run 'tally intake resume' to continue it")
+                if !json { print(job.record) }
+                if json { output(single ? .object(job.json) : .object(["jobs": .array(finished.map { .object($0.json) })])) }
+                return 1
+            }
+            fflush(stdout)
+        }
+        if json { output(single && finished.count == 1 ? .object(finished[0].json) : .object(["jobs": .array(finished.map { .object($0.json) })])) }
+        return status
+    }
+
+    // MARK: status
+
+    static func status(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+        let a = try Arguments(args, command: "intake status", valued: ["outbox"], flags: ["json", "help"])
+        if a.flag("help") { print(help); return 0 }
+        guard a.positionals.count <= 1 else {
+            throw UsageError(message: "intake status takes at most one JOB, not \(a.positionals.count)")
+        }
+        let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
+        let outbox: IntakeOutbox
+        let jobs: [IntakeJob]
+        do throws(OutboxError) {
+            outbox = try IntakeOutbox(path: outboxPath)
+            jobs = try outbox.jobs()
+        } catch {
+            printError(error.message)
+            return 1
+        }
+        if let wanted = a.positionals.first {
+            guard let job = try find(wanted, in: jobs, outbox: outbox) else { return 1 }
+            if a.flag("json") { return printJSON(job) }
+            show(job)
+            return 0
+        }
+        if a.flag("json") {
+            output(.object(["outbox": .string(outbox.path), "jobs": .array(jobs.map { .object($0.json) })]))
+            return 0
+        }
+        if jobs.isEmpty { print("no intake jobs in \(outbox.path)") }
+        for job in jobs { show(job) }
+        return 0
+    }
+
+    private static func show(_ job: IntakeJob) {
+        var head = "job \(job.id) \(job.record) \(job.state.rawValue)"
+        if let item = job.item { head += " item \(item)\(job.newItem ? " (new)" : "")" }
+        head += " hub \(job.hub)"
+        print(head)
+        if let reason = job.reason { print("  reason: \(reason)") }
+        for row in job.stages {
+            var line = "  " + row.stage.rawValue.padding(10) + row.status.rawValue.padding(10)
+            if row.stage == .upload {
+                line += "\(job.photos.filter(\.uploaded).count)/\(job.photos.count) photos stored"
+                if let seq = row.result?["seq"], !seq.isNull { line += ", seq \(seq)" }
+            } else if let result = row.result {
+                line += result.map { "\($0.key) \($0.value.stringValue ?? $0.value.serializedString)" }.joined(separator: ", ")
+            }
+            print(line)
+        }
+        for photo in job.photos {
+            print("  photo \(photo.position + 1) \(photo.sha256) \(photo.type) \(UploadProgress.size(photo.size))\(photo.uploaded ? " stored" : "") \(photo.source)")
+        }
+    }
+
+    // MARK: Helpers
+
+    /// A job by id, `intake/<id>`, or a unique id prefix (4+ characters).
+    private static func find(_ wanted: String, in jobs: [IntakeJob], outbox: IntakeOutbox) throws(UsageError) -> IntakeJob? {
+        let id = wanted.hasPrefix("intake/") ? String(wanted.dropFirst(7)) : wanted
+        if let job = jobs.first(where: { $0.id == id }) { return job }
+        let matches = id.count >= 4 ? jobs.filter { $0.id.hasPrefix(id) } : []
+        if matches.count == 1 { return matches[0] }
+        if matches.count > 1 {
+            throw UsageError(message: "'\(wanted)' matches \(matches.count) intake jobs: give more of the id")
+        }
+        printError("no intake job '\(wanted)' in the outbox \(outbox.path) (see 'tally intake status')")
+        return nil
+    }
+
+    @discardableResult
+    private static func printJSON(_ job: IntakeJob) -> Int32 {
+        output(.object(job.json))
+        return 0
+    }
+
+    /// Takes every `--NAME VALUE` / `--NAME=VALUE` out of the arguments, in
+    /// order (Arguments keeps only the last value of an option).
+    static func extract(_ name: String, from args: ArraySlice<String>) throws(UsageError) -> ([String], ArraySlice<String>) {
+        var values: [String] = []
+        var rest: [String] = []
+        var iterator = args.makeIterator()
+        var onlyPositionals = false
+        while let arg = iterator.next() {
+            if onlyPositionals { rest.append(arg); continue }
+            if arg == "--" { onlyPositionals = true; rest.append(arg); continue }
+            if arg == "--\(name)" {
+                guard let value = iterator.next() else { throw UsageError(message: "--\(name) needs a value") }
+                values.append(value)
+            } else if arg.hasPrefix("--\(name)=") {
+                values.append(String(arg.dropFirst(name.count + 3)))
+            } else {
+                rest.append(arg)
+            }
+        }
+        return (values, rest[...])
+    }
+
+    private static func text(_ a: Arguments, _ name: String, max: Int) throws(UsageError) -> String? {
+        guard let value = a.string(name) else { return nil }
+        guard !value.isEmpty, value.utf8.count <= max else {
+            throw UsageError(message: "--\(name) must be 1 to \(max) bytes of text")
+        }
+        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw UsageError(message: "--\(name) must not contain control characters")
+        }
+        return value
+    }
+
+    /// "LAT,LON" in decimal degrees.
+    static func parseGPS(_ text: String) throws(UsageError) -> (lat: Double, lon: Double) {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+        guard parts.count == 2, let lat = Double(parts[0].trimmingSpaces), let lon = Double(parts[1].trimmingSpaces),
+              lat.isFinite, lon.isFinite, (-90...90).contains(lat), (-180...180).contains(lon) else {
+            throw UsageError(message: "--gps must be LAT,LON in decimal degrees (latitude -90 to 90, longitude -180 to 180), e.g. 48.8584,2.2945; not '\(text)'")
+        }
+        return (lat, lon)
+    }
+
+    /// A `--server` the HTTP client can use, or a usage error.
+    static func checkServer(_ access: HubAccess) throws(UsageError) {
+        do { _ = try WebSocketURL(access.httpBase) } catch {
+            throw UsageError(message: "--server: \(error)")
+        }
+    }
+
+    private static func absolute(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        guard let cwd = getcwd(nil, 0) else { return path }
+        defer { free(cwd) }
+        return String(cString: cwd) + "/" + path
+    }
+
+    private static func output(_ value: JSONValue) { ClientCommands.output(value) }
+}
+
+extension String {
+    /// Left-aligned in a column of `width` characters.
+    func padding(_ width: Int) -> String {
+        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
     }
 }

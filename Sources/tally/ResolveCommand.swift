@@ -1,6 +1,63 @@
-/// `tally resolve CODE` (stub; being written).
+@preconcurrency import Glibc
+import TallyProtocol
+
+/// `tally resolve CODE`: which item a scanned code names — its id, SKU, a
+/// serial, one of its codes, a UUID or an item link (`GET /v1/resolve/{code}`).
 enum ResolveCommand {
+    static let help = """
+    Usage: tally resolve CODE [--json]
+
+    Finds the item (items/…) whose id, SKU, serial or codes equal CODE; a link
+    ending in /items/<id> or /<id> resolves by its last segment, a UUID ignores
+    case. Prints the item's name, then its data. An unknown code prints the
+    name a new item for it would get, and exits 1.
+      --json         the hub's answer as one JSON object
+    \(HubAccess.help)
+    """
+
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        throw UsageError(message: "tally resolve is not built yet")
+        let a = try Arguments(args, command: "resolve", valued: HubAccess.valuedOptions,
+                              flags: HubAccess.flagOptions.union(["json", "help"]))
+        if a.flag("help") { print(help); return 0 }
+        guard a.positionals.count == 1, let code = a.positionals.first else {
+            throw UsageError(message: "resolve needs exactly one CODE, e.g. tally resolve 4006381333931")
+        }
+        guard !code.isEmpty, code.utf8.count <= 2048 else {
+            throw UsageError(message: "CODE must be 1 to 2048 bytes")
+        }
+        let access = HubAccess(a)
+        try IntakeCommand.checkServer(access)
+        let response: HTTPClientResponse
+        do {
+            response = try HTTPClient(access: access).get("/v1/resolve/\(HTTPClient.percentEncode(code))")
+        } catch {
+            printError(error.message)
+            return 1
+        }
+        let body = response.json
+        let json = a.flag("json")
+        switch response.status {
+        case 200:
+            guard let body, let name = body["name"]?.stringValue else {
+                printError("the hub's answer to /v1/resolve is not the expected JSON object")
+                return 1
+            }
+            if json {
+                ClientCommands.output(.object(body))
+            } else {
+                print(name)
+                ClientCommands.output(body["record"]?["data"] ?? .null, pretty: true)
+            }
+            return 0
+        case 404 where body?["found"] == .bool(false):
+            if json { ClientCommands.output(.object(body ?? [:])) }
+            let suggested = body?["name"]?.stringValue
+            printError("no item has the code '\(code)'\(suggested.map { "; a new item for it would be \($0) (tally intake new --code …)" } ?? "")")
+            return 1
+        default:
+            if json, let body { ClientCommands.output(.object(body)) }
+            printError(response.refusal.message)
+            return 1
+        }
     }
 }

@@ -1,0 +1,138 @@
+import TallyProtocol
+
+/// The stages of an intake job, in the order they run. Each is one request
+/// (the upload stage: one per photo, then one atomic write) with the stable
+/// idempotency key `intake/<job>/<stage>`, so a stage retried after a crash
+/// gets the hub's first answer instead of applying twice.
+enum IntakeStage: String, CaseIterable, Sendable {
+    /// GET /v1/resolve/{code}: the existing item, or the name a new one gets.
+    case resolve
+    /// Creates the intake record (the hub stamps stage "queued").
+    case create
+    /// Creates a new item and advances queued → created, atomically.
+    case created
+    /// Stores each photo as a blob, then advances created → media-uploaded
+    /// and adds the photos to the item, atomically.
+    case upload
+    /// Advances media-uploaded → cover-set with the first photo as cover.
+    case coverSet = "cover-set"
+    /// Advances cover-set → done, receiving stock when asked, atomically.
+    case done
+
+    /// The workflow stage the intake record is in once this stage is confirmed.
+    var recordStage: String? {
+        switch self {
+        case .resolve: return nil
+        case .create: return "queued"
+        case .created: return "created"
+        case .upload: return "media-uploaded"
+        case .coverSet: return "cover-set"
+        case .done: return "done"
+        }
+    }
+
+    /// The intake workflow's stages in order (contract: intake/), to tell
+    /// whether a record is already past a stage.
+    static let workflowOrder = ["queued", "created", "media-uploaded", "analyzed", "cover-set", "done"]
+}
+
+/// Whether a stage has been confirmed by the hub and recorded locally.
+enum StageStatus: String, Sendable {
+    case pending, confirmed, failed
+}
+
+/// A job's overall state in the outbox.
+enum JobState: String, Sendable {
+    /// Not finished: `tally intake resume` continues it.
+    case running
+    case done
+    /// Refused by the hub for a reason a retry cannot fix.
+    case failed
+}
+
+/// One photo of a job, copied into the outbox under its SHA-256.
+struct IntakePhoto: Sendable {
+    var position: Int
+    var sha256: String
+    var size: Int
+    var type: String
+    /// Where the user's file was (shown in status; never read again).
+    var source: String
+    var uploaded: Bool
+}
+
+/// One stage's row: its status and what the hub answered.
+struct StageRecord: Sendable {
+    var stage: IntakeStage
+    var status: StageStatus
+    var result: JSONObject?
+    var updated: Int64
+}
+
+/// An intake job as the outbox holds it.
+struct IntakeJob: Sendable {
+    var id: String
+    /// The hub's HTTP base URL the job is bound to.
+    var hub: String
+    var created: Int64
+    var code: String?
+    var location: String?
+    var gps: (lat: Double, lon: Double)?
+    var receive: Int?
+    /// The item's record name, once known (at creation without a code,
+    /// after the resolve stage with one).
+    var item: String?
+    /// Whether the job creates the item (the code named no item).
+    var newItem: Bool
+    var state: JobState
+    var reason: String?
+    var photos: [IntakePhoto]
+    var stages: [StageRecord]
+
+    /// The intake record's name.
+    var record: String { "intake/\(id)" }
+
+    /// The idempotency key of a stage's request.
+    func key(_ stage: IntakeStage) -> String { "intake/\(id)/\(stage.rawValue)" }
+
+    func status(of stage: IntakeStage) -> StageStatus? {
+        stages.first { $0.stage == stage }?.status
+    }
+
+    /// The first stage not yet confirmed, nil when all are.
+    var nextStage: IntakeStage? {
+        stages.first { $0.status != .confirmed }?.stage
+    }
+
+    /// The stages a job runs: resolve only with a code.
+    static func stages(withCode: Bool) -> [IntakeStage] {
+        IntakeStage.allCases.filter { $0 != .resolve || withCode }
+    }
+
+    /// The job as JSON for `--json` output and `status --json`.
+    var json: JSONObject {
+        var object: JSONObject = ["job": .string(id), "record": .string(record), "hub": .string(hub),
+                                  "state": .string(state.rawValue), "created": .number(JSONNumber(created))]
+        object["item"] = item.map { .string($0) } ?? .null
+        if item != nil { object["newItem"] = .bool(newItem) }
+        if let code { object["code"] = .string(code) }
+        if let location { object["location"] = .string(location) }
+        if let gps {
+            object["gps"] = .object(["lat": JSONNumber(gps.lat).map(JSONValue.number) ?? .null,
+                                     "lon": JSONNumber(gps.lon).map(JSONValue.number) ?? .null])
+        }
+        if let receive { object["receive"] = .number(JSONNumber(receive)) }
+        if let reason { object["reason"] = .string(reason) }
+        object["photos"] = .array(photos.map { photo in
+            .object(["sha256": .string(photo.sha256), "size": .number(JSONNumber(photo.size)),
+                     "type": .string(photo.type), "source": .string(photo.source),
+                     "uploaded": .bool(photo.uploaded)])
+        })
+        object["stages"] = .array(stages.map { row in
+            var stage: JSONObject = ["stage": .string(row.stage.rawValue), "status": .string(row.status.rawValue)]
+            if let result = row.result { stage["result"] = .object(result) }
+            return .object(stage)
+        })
+        return object
+    }
+}

@@ -1,0 +1,376 @@
+@preconcurrency import Glibc
+import TallyNet
+import TallyProtocol
+
+/// Runs intake jobs stage by stage against one hub, recording each stage
+/// in the outbox once the hub has confirmed it.
+///
+/// A stage is: build the request from the job (`IntakeRequests`), send it
+/// with its idempotency key, and on success record what came back. A crash
+/// after the hub applied a stage and before the outbox recorded it is
+/// harmless: the resumed run sends the same request with the same key and
+/// the hub answers with its first reply. When the key is gone (keys live 24
+/// hours) the advance is refused as a conflict or illegal transition; the
+/// runner then reads the record, and a record already at or past the
+/// stage's target confirms the stage.
+final class IntakeRunner {
+    enum Outcome {
+        case done
+        /// The hub refused for a reason no retry can fix; the job is failed.
+        case failed(String)
+        /// The hub could not be reached or asked to come back later; the
+        /// job stays resumable.
+        case interrupted(CLIError)
+    }
+
+    /// How a stage went wrong: worth retrying later, or not.
+    enum StageError: Error {
+        case transient(CLIError)
+        case permanent(String)
+    }
+
+    let outbox: IntakeOutbox
+    let access: HubAccess
+    let http: HTTPClient
+    private let loop: EventLoop
+    private var hub: HubClient?
+    private let progress = UploadProgress()
+    /// Stage lines on stderr (off with --quiet).
+    var verbose = true
+
+    init(outbox: IntakeOutbox, access: HubAccess, loop: EventLoop) {
+        self.outbox = outbox
+        self.access = access
+        self.http = HTTPClient(access: access)
+        self.loop = loop
+    }
+
+    deinit { hub?.close() }
+
+    /// Runs the job's pending stages in order until it is done, failed, or
+    /// interrupted. Outbox failures (the local disk) throw.
+    func run(_ job: inout IntakeJob) throws(OutboxError) -> Outcome {
+        while job.state == .running, let stage = job.nextStage {
+            do throws(StageError) {
+                try perform(stage, &job)
+                IntakeCrash.point("\(stage.rawValue):confirmed")
+            } catch {
+                switch error {
+                case .transient(let error):
+                    hub?.close()
+                    hub = nil
+                    return .interrupted(error)
+                case .permanent(let reason):
+                    try fail(&job, at: stage, reason: reason)
+                    return .failed(reason)
+                }
+            }
+        }
+        if job.state == .failed { return .failed(job.reason ?? "failed") }
+        if job.state == .running {
+            try outbox.finish(&job, state: .done)
+        }
+        // The photos' bytes are on the hub now; keep none nobody needs.
+        let lock = try outbox.lockAll()
+        try outbox.removeUnneededPhotos()
+        lock.release()
+        return .done
+    }
+
+    private func perform(_ stage: IntakeStage, _ job: inout IntakeJob) throws(StageError) {
+        switch stage {
+        case .resolve: try resolve(&job)
+        case .create: try create(&job)
+        case .created: try created(&job)
+        case .upload: try upload(&job)
+        case .coverSet: try coverSet(&job)
+        case .done: try done(&job)
+        }
+    }
+
+    // MARK: Stages
+
+    private func resolve(_ job: inout IntakeJob) throws(StageError) {
+        let code = job.code ?? ""
+        let response: HTTPClientResponse
+        do {
+            response = try http.get("/v1/resolve/\(HTTPClient.percentEncode(code))")
+        } catch {
+            throw .transient(error)
+        }
+        let body = response.json
+        guard let name = body?["name"]?.stringValue, name.hasPrefix("items/"),
+              response.status == 200 || (response.status == 404 && body?["found"] == .bool(false)) else {
+            throw Self.classify(response.refusal, status: response.status)
+        }
+        let found = response.status == 200
+        IntakeCrash.point("resolve:sent")
+        job.item = name
+        job.newItem = !found
+        try record(&job, .resolve, ["found": .bool(found), "name": .string(name)])
+        say("resolve: \(code) → \(name)\(found ? "" : " (new item)")")
+    }
+
+    private func create(_ job: inout IntakeJob) throws(StageError) {
+        switch ask(IntakeRequests.create(job)) {
+        case .success(let reply):
+            IntakeCrash.point("create:sent")
+            try record(&job, .create, ["version": reply["version"] ?? .null, "seq": reply["seq"] ?? .null])
+        case .failure(.refused(let error)) where error["code"]?.stringValue == "conflict":
+            // The record exists: this job's id is random, so it was created
+            // by an earlier attempt whose idempotency key has expired.
+            guard let envelope = try recordEnvelope(job.record) else { throw Self.classify(.refused(error)) }
+            try record(&job, .create, ["version": envelope["version"] ?? .null, "seq": envelope["seq"] ?? .null,
+                                       "reconciled": true])
+        case .failure(let error):
+            throw Self.classify(error)
+        }
+        say("create: \(job.record)")
+    }
+
+    private func created(_ job: inout IntakeJob) throws(StageError) {
+        var attempts = 0
+        while true {
+            attempts += 1
+            switch ask(IntakeRequests.created(job)) {
+            case .success(let reply):
+                IntakeCrash.point("created:sent")
+                try record(&job, .created, result(of: reply, job))
+                say("created: \(job.record) → created\(job.newItem ? ", new item \(job.item ?? "")" : "")")
+                return
+            case .failure(.refused(let error)):
+                if try reconciled(&job, .created, error) { return }
+                if job.newItem, attempts == 1, Self.isConflict(error, index: 0) {
+                    // Someone created the item since the resolve stage: use it.
+                    job.newItem = false
+                    continue
+                }
+                throw Self.classify(.refused(error))
+            case .failure(let error):
+                throw Self.classify(error)
+            }
+        }
+    }
+
+    private func upload(_ job: inout IntakeJob) throws(StageError) {
+        let total = job.photos.count
+        for photo in job.photos where !photo.uploaded {
+            try store(photo, of: total, &job)
+        }
+        var attempts = 0
+        while true {
+            attempts += 1
+            let item = try itemEnvelope(job)
+            let version = item["version"]?.numberValue?.int64Value ?? 0
+            let photos = item["data"]?["photos"]?.arrayValue ?? []
+            switch ask(IntakeRequests.upload(job, itemVersion: version, itemPhotos: photos)) {
+            case .success(let reply):
+                IntakeCrash.point("upload:sent")
+                var result = result(of: reply, job)
+                result["photos"] = .array(job.photos.map { .string($0.sha256) })
+                try record(&job, .upload, result)
+                say("upload: \(total) photo(s) on \(job.item ?? "") → media-uploaded")
+                return
+            case .failure(.refused(let error)):
+                if try reconciled(&job, .upload, error) { return }
+                // The item changed between the read and the write: read again.
+                if attempts < 5, Self.isConflict(error, index: 0) { continue }
+                throw Self.classify(.refused(error))
+            case .failure(let error):
+                throw Self.classify(error)
+            }
+        }
+    }
+
+    /// PUTs one photo's bytes from the outbox and records that the hub has them.
+    private func store(_ photo: IntakePhoto, of total: Int, _ job: inout IntakeJob) throws(StageError) {
+        let file = outbox.photoPath(photo.sha256)
+        let fd = open(file, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw .permanent("photo \(photo.position + 1) (\(photo.source)) is missing from the outbox (\(file))")
+        }
+        defer { close(fd) }
+        let label = "photo \(photo.position + 1)/\(total)"
+        progress.start(label: label, size: photo.size)
+        let response: HTTPClientResponse
+        do {
+            let progress = self.progress
+            response = try http.put("/v1/blobs/\(photo.sha256)", body: .file(fd: fd, size: photo.size),
+                                    headers: [("Content-Type", photo.type),
+                                              ("Idempotency-Key", "\(job.key(.upload))/\(photo.sha256)")],
+                                    progress: { sent, size in progress.update(sent: sent, total: size) })
+        } catch {
+            progress.abandon()
+            throw .transient(error)
+        }
+        guard response.status == 200 || response.status == 201 else {
+            progress.abandon()
+            throw Self.classify(response.refusal, status: response.status)
+        }
+        if let stored = response.json?["sha256"]?.stringValue, stored != photo.sha256 {
+            progress.abandon()
+            throw .permanent("the hub stored \(label) as \(stored), not \(photo.sha256)")
+        }
+        progress.finish(label: label, sha256: photo.sha256, size: photo.size, new: response.status == 201)
+        IntakeCrash.point("upload:\(photo.position + 1)")
+        do { try outbox.markUploaded(&job, position: photo.position) } catch {
+            throw .permanent("cannot record the upload of \(label): \(error.message)")
+        }
+    }
+
+    private func coverSet(_ job: inout IntakeJob) throws(StageError) {
+        let item = try itemEnvelope(job)
+        let hasCover = (item["data"]?["cover"]).map { !$0.isNull } ?? false
+        switch ask(IntakeRequests.coverSet(job, itemHasCover: hasCover)) {
+        case .success(let reply):
+            IntakeCrash.point("cover-set:sent")
+            var result = result(of: reply, job)
+            result["cover"] = .string(job.photos.first?.sha256 ?? "")
+            try record(&job, .coverSet, result)
+            say("cover-set: \(job.photos.first?.sha256 ?? "")\(hasCover ? " (the item keeps its own cover)" : "")")
+        case .failure(.refused(let error)):
+            if try reconciled(&job, .coverSet, error) { return }
+            throw Self.classify(.refused(error))
+        case .failure(let error):
+            throw Self.classify(error)
+        }
+    }
+
+    private func done(_ job: inout IntakeJob) throws(StageError) {
+        switch ask(IntakeRequests.done(job)) {
+        case .success(let reply):
+            IntakeCrash.point("done:sent")
+            var result = result(of: reply, job)
+            if job.receive != nil, case .array(let results)? = reply["results"], results.count > 1 {
+                result["stock"] = results[1]["value"] ?? .null
+            }
+            try record(&job, .done, result)
+            say("done: \(job.record)\(job.receive.map { ", received \($0) into \(job.item ?? "")" } ?? "")")
+        case .failure(.refused(let error)):
+            if try reconciled(&job, .done, error) { return }
+            throw Self.classify(.refused(error))
+        case .failure(let error):
+            throw Self.classify(error)
+        }
+    }
+
+    // MARK: Failure
+
+    /// Marks the job failed locally and, when the record exists, on the hub
+    /// (`failed` needs a reason); the latter is best effort.
+    private func fail(_ job: inout IntakeJob, at stage: IntakeStage, reason: String) throws(OutboxError) {
+        try outbox.finish(&job, state: .failed, stage: stage, reason: reason)
+        guard job.status(of: .create) == .confirmed else { return }
+        switch ask(IntakeRequests.fail(job, reason: reason)) {
+        case .success: say("failed: \(job.record) → failed")
+        case .failure(let error): say("failed: could not mark \(job.record) failed on the hub: \(error.message)")
+        }
+    }
+
+    // MARK: Helpers
+
+    /// A refusal that may be explained by this very stage having been
+    /// applied before (a retry whose idempotency key expired): true, with
+    /// the stage recorded, when the record is already at or past the
+    /// stage's target.
+    private func reconciled(_ job: inout IntakeJob, _ stage: IntakeStage, _ error: JSONObject) throws(StageError) -> Bool {
+        let code = error["code"]?.stringValue
+        guard code == "conflict" || code == "illegal_transition", let target = stage.recordStage,
+              let envelope = try recordEnvelope(job.record),
+              let current = envelope["data"]?["stage"]?.stringValue else { return false }
+        if current == "failed" {
+            let reason = envelope["data"]?["history"]?.arrayValue?.last?["reason"]?.stringValue
+            throw .permanent("\(job.record) was marked failed on the hub\(reason.map { ": \($0)" } ?? "")")
+        }
+        let order = IntakeStage.workflowOrder
+        guard let have = order.firstIndex(of: current), let want = order.firstIndex(of: target), have >= want else {
+            return false
+        }
+        try record(&job, stage, ["version": envelope["version"] ?? .null, "seq": envelope["seq"] ?? .null,
+                                 "reconciled": true])
+        say("\(stage.rawValue): \(job.record) is already \(current)")
+        return true
+    }
+
+    private func record(_ job: inout IntakeJob, _ stage: IntakeStage, _ result: JSONObject) throws(StageError) {
+        do { try outbox.confirm(&job, stage, result: result) } catch {
+            throw .permanent("cannot record the \(stage.rawValue) stage: \(error.message)")
+        }
+    }
+
+    /// The seq of an atomic write and the record's new version.
+    private func result(of reply: JSONObject, _ job: IntakeJob) -> JSONObject {
+        var result: JSONObject = ["seq": reply["seq"] ?? .null]
+        for case .object(let entry) in reply["results"]?.arrayValue ?? [] where entry["name"] == .string(job.record) {
+            result["version"] = entry["version"] ?? .null
+        }
+        return result
+    }
+
+    /// The intake record's envelope, nil when it does not exist.
+    private func recordEnvelope(_ name: String) throws(StageError) -> JSONObject? {
+        switch ask(["op": "get", "name": .string(name)]) {
+        case .success(let envelope): return envelope
+        case .failure(.refused(let error)) where error["code"]?.stringValue == "not_found": return nil
+        case .failure(let error): throw Self.classify(error)
+        }
+    }
+
+    private func itemEnvelope(_ job: IntakeJob) throws(StageError) -> JSONObject {
+        guard let item = job.item, let envelope = try recordEnvelope(item) else {
+            throw .permanent("the item \(job.item ?? "?") does not exist on the hub any more")
+        }
+        return envelope
+    }
+
+    /// One request over the WebSocket, connecting first if needed; after a
+    /// transport failure the next request connects again.
+    private func ask(_ message: JSONObject) -> Result<JSONObject, CLIError> {
+        do throws(CLIError) {
+            let client: HubClient
+            if let hub { client = hub } else { client = try HubClient(access: access, loop: loop) }
+            hub = client
+            return .success(try client.request(message))
+        } catch {
+            if case .refused = error {} else {
+                hub?.close()
+                hub = nil
+            }
+            return .failure(error)
+        }
+    }
+
+    static func isConflict(_ error: JSONObject, index: Int) -> Bool {
+        error["code"]?.stringValue == "conflict" && error["index"]?.numberValue?.int64Value == Int64(index)
+    }
+
+    /// Transient: the network, the hub's storage or shutdown, a token to
+    /// fix (`unauthorized`), HTTP 5xx. Everything else is the hub saying
+    /// no to this request, which sending it again will not change.
+    static func classify(_ error: CLIError, status: Int? = nil) -> StageError {
+        guard case .refused(let object) = error else { return .transient(error) }
+        let code = object["code"]?.stringValue ?? ""
+        if ["storage_failed", "shutting_down", "unauthorized", "timeout", "too_many_requests"].contains(code)
+            || (status ?? 0) >= 500 || status == 429 || status == 408 {
+            return .transient(error)
+        }
+        return .permanent(error.message)
+    }
+
+    private func say(_ line: String) {
+        guard verbose else { return }
+        fputs("tally: \(line)\n", stderr)
+    }
+}
+
+/// Test hook: `TALLY_INTAKE_CRASH_AT=<point>` kills the process with
+/// SIGKILL when it reaches that point (see `tally intake --help`), so tests
+/// can check that every point is recoverable.
+enum IntakeCrash {
+    static let target: String? = getenv("TALLY_INTAKE_CRASH_AT").map { String(cString: $0) }
+
+    static func point(_ name: String) {
+        guard target == name else { return }
+        kill(getpid(), SIGKILL)
+    }
+}
