@@ -34,10 +34,10 @@ public struct WorkflowPlanner: Sendable {
         self.policy = policy
     }
 
-    /// `stats` returns a workflow's current stats (the hub builds them on
-    /// first use).
+    /// `stats` holds the current stats per workflow prefix (the hub recounts
+    /// them before the first write that needs them; see `prefixes(of:)`).
     public func plan(_ writes: [Write], atomic: Bool, actor: Actor, state: inout some EngineState, now: Int64,
-                     stats: (Workflow) throws(ProtocolError) -> WorkflowStats) throws(ProtocolError) -> WorkflowPlan {
+                     stats: [String: WorkflowStats]) throws(ProtocolError) -> WorkflowPlan {
         var plan = WorkflowPlan()
         plan.writes.reserveCapacity(writes.count)
         plan.origins.reserveCapacity(writes.count)
@@ -79,10 +79,21 @@ public struct WorkflowPlanner: Sendable {
         }
         for (prefix, delta) in plan.deltas {
             guard let workflow = workflows.workflow(prefix: prefix), let name = workflow.stats else { continue }
-            let data = try stats(workflow).record(after: delta, now: now)
+            let data = (stats[prefix] ?? WorkflowStats(workflow: workflow)).record(after: delta, now: now)
             plan.add(Write(name: name, action: .set(data)), origin: statsOrigin[prefix] ?? 0)
         }
         return plan
+    }
+
+    /// The workflows `writes` touch, whose stats the plan will need.
+    public func workflows(touchedBy writes: [Write]) -> [Workflow] {
+        var found: [Workflow] = []
+        for write in writes where !write.isListWrite {
+            if let flow = workflows.workflow(for: write.name), !found.contains(where: { $0.prefix == flow.prefix }) {
+                found.append(flow)
+            }
+        }
+        return found
     }
 
     // MARK: Plain records and lists
@@ -198,6 +209,7 @@ public struct WorkflowPlanner: Sendable {
                entries.contains(where: { $0.sameBytes(as: name) }) {
                 plan.add(Write(name: list, action: .removeEntry(name, at: nil)), origin: index)
             }
+            delta.forget(current.data)
             if let stage = current.data[workflow.stageField]?.stringValue {
                 delta.leave(stage)
                 if workflow.isOpen(stage) { delta.closed.insert(ByteKey(name)) }

@@ -28,6 +28,15 @@ public struct WorkflowStats: Sendable, Equatable {
 
         mutating func enter(_ stage: String) { counts[stage, default: 0] += 1 }
         mutating func leave(_ stage: String) { counts[stage, default: 0] -= 1 }
+        /// A deleted record's time leaves the figures, so they always equal
+        /// a recount of the records there are.
+        mutating func forget(_ data: JSONObject) {
+            for (stage, time) in WorkflowStats.stageTimes(of: data) {
+                stageTime[stage, default: StageTime()].totalMs -= time.totalMs
+                stageTime[stage, default: StageTime()].exits -= time.exits
+            }
+        }
+
         mutating func spent(_ ms: Int64, in stage: String) {
             stageTime[stage, default: StageTime()].totalMs += max(0, ms)
             stageTime[stage, default: StageTime()].exits += 1
@@ -56,18 +65,27 @@ public struct WorkflowStats: Sendable, Equatable {
                 oldest = OpenRecord(name: record.name, created: record.created)
             }
         }
-        // Time per stage from the history: each entry's time is when the
-        // record entered its stage.
-        guard case .array(let history)? = record.data["history"] else { return }
+        for (stage, time) in Self.stageTimes(of: record.data) {
+            stageTime[stage, default: StageTime()].totalMs += time.totalMs
+            stageTime[stage, default: StageTime()].exits += time.exits
+        }
+    }
+
+    /// Time a record spent in each stage it has left, from its history: each
+    /// entry's time is when the record entered that entry's stage.
+    static func stageTimes(of data: JSONObject) -> [String: StageTime] {
+        var times: [String: StageTime] = [:]
+        guard case .array(let history)? = data["history"] else { return times }
         var previous: (stage: String, time: Int64)?
         for case .object(let entry) in history {
             guard let to = entry["to"]?.stringValue, let time = entry["time"]?.numberValue?.int64Value else { continue }
             if let previous {
-                stageTime[previous.stage, default: StageTime()].totalMs += max(0, time - previous.time)
-                stageTime[previous.stage, default: StageTime()].exits += 1
+                times[previous.stage, default: StageTime()].totalMs += max(0, time - previous.time)
+                times[previous.stage, default: StageTime()].exits += 1
             }
             previous = (to, time)
         }
+        return times
     }
 
     public mutating func apply(_ delta: Delta) {

@@ -338,9 +338,9 @@ extension HubCore {
         let changes: [Change]
         let plan: WorkflowPlan
         do throws(ProtocolError) {
-            plan = try configuration.planner.plan(writes, atomic: atomic, actor: actor, state: &cache, now: now) { workflow throws(ProtocolError) in
-                try self.stats(of: workflow)
-            }
+            for workflow in configuration.planner.workflows(touchedBy: writes) { _ = try stats(of: workflow) }
+            plan = try configuration.planner.plan(writes, atomic: atomic, actor: actor, state: &cache, now: now,
+                                                  stats: workflowStats)
             changes = try engine.apply(plan.writes, atomic: atomic, origins: plan.origins, to: &cache,
                                        firstSeq: headSeq + 1, now: now)
         } catch {

@@ -16,9 +16,7 @@ final class WorkflowHarness {
 
     @discardableResult
     func apply(_ writes: [Write], as actor: Actor, atomic: Bool = false) throws(ProtocolError) -> [Change] {
-        let plan = try planner.plan(writes, atomic: atomic, actor: actor, state: &state, now: now) { flow throws(ProtocolError) in
-            self.stats[flow.prefix] ?? WorkflowStats(workflow: flow)
-        }
+        let plan = try planner.plan(writes, atomic: atomic, actor: actor, state: &state, now: now, stats: stats)
         let changes = try engine.apply(plan.writes, atomic: atomic, origins: plan.origins, to: &state,
                                        firstSeq: headSeq + 1, now: now)
         for (prefix, delta) in plan.deltas {
