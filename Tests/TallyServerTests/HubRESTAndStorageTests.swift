@@ -13,57 +13,57 @@ struct HubRESTTests {
     @Test func recordsPutGetPatchDelete() throws {
         try withHub { hub in
             let watcher = try hub.connect()
-            try watcher.ok(#"{"op":"subscribe","name":"orders/42"}"#)
+            try watcher.ok(#"{"op":"subscribe","name":"jobs/42"}"#)
 
-            let created = try hub.http("PUT", "/v1/records/orders/42", body: #"{"stage":"new"}"#)
+            let created = try hub.http("PUT", "/v1/records/jobs/42", body: #"{"stage":"new"}"#)
             #expect(created.status == 201)
             #expect(created.header("ETag") == "\"1\"")
             #expect(created.header("Content-Type")?.hasPrefix("application/json") == true)
             let envelope = try created.json
             #expect(Set(envelope.keys) == ["name", "version", "seq", "created", "updated", "data"])
-            #expect(envelope["name"] == "orders/42")
+            #expect(envelope["name"] == "jobs/42")
             #expect(envelope["version"] == 1)
             #expect(envelope["seq"] == 1)
             #expect(envelope["data"] == ["stage": "new"])
             // The same change as a WebSocket write: committed and pushed.
-            #expect(try hub.storeReader().record("orders/42")?.version == 1)
+            #expect(try hub.storeReader().record("jobs/42")?.version == 1)
             #expect(try watcher.push()["data"] == ["stage": "new"])
 
-            let replaced = try hub.http("PUT", "/v1/records/orders/42", body: #"{"stage":"ready"}"#)
+            let replaced = try hub.http("PUT", "/v1/records/jobs/42", body: #"{"stage":"ready"}"#)
             #expect(replaced.status == 200)
             #expect(replaced.header("ETag") == "\"2\"")
 
-            let got = try hub.http("GET", "/v1/records/orders/42")
+            let got = try hub.http("GET", "/v1/records/jobs/42")
             #expect(got.status == 200)
             #expect(got.header("ETag") == "\"2\"")
             #expect(try got.json["data"] == ["stage": "ready"])
             #expect(try got.json["version"] == 2)
 
             // If-Match: a stale ETag is refused with 412 and nothing changes.
-            let stale = try hub.http("PUT", "/v1/records/orders/42", headers: ["If-Match": "\"1\""], body: #"{"stage":"x"}"#)
+            let stale = try hub.http("PUT", "/v1/records/jobs/42", headers: ["If-Match": "\"1\""], body: #"{"stage":"x"}"#)
             #expect(stale.status == 412)
             #expect(try stale.json["error"]?["code"] == "conflict")
             #expect(try stale.json["error"]?["version"] == 2)
             #expect(try stale.json["error"]?["data"] == ["stage": "ready"])
-            let current = try hub.http("PUT", "/v1/records/orders/42", headers: ["If-Match": "\"2\""], body: #"{"stage":"done"}"#)
+            let current = try hub.http("PUT", "/v1/records/jobs/42", headers: ["If-Match": "\"2\""], body: #"{"stage":"done"}"#)
             #expect(current.status == 200)
             #expect(current.header("ETag") == "\"3\"")
-            #expect(try hub.http("PUT", "/v1/records/orders/42", headers: ["If-Match": "*"], body: "{}").status == 400)
+            #expect(try hub.http("PUT", "/v1/records/jobs/42", headers: ["If-Match": "*"], body: "{}").status == 400)
             #expect(try hub.http("PUT", "/v1/records/fresh", headers: ["If-Match": "\"0\""], body: "{}").status == 201)
 
-            let patched = try hub.http("PATCH", "/v1/records/orders/42", body: #"{"stage":null,"n":1}"#)
+            let patched = try hub.http("PATCH", "/v1/records/jobs/42", body: #"{"stage":null,"n":1}"#)
             #expect(patched.status == 200)
             #expect(patched.header("ETag") == "\"4\"")
             #expect(try patched.json["data"] == ["n": 1])
             #expect(try hub.http("PATCH", "/v1/records/unknown", body: "{}").status == 404)
 
-            let deleted = try hub.http("DELETE", "/v1/records/orders/42")
+            let deleted = try hub.http("DELETE", "/v1/records/jobs/42")
             #expect(deleted.status == 200)
-            #expect(try deleted.json == ["name": "orders/42", "version": 5, "seq": 6, "deleted": true])
-            let missing = try hub.http("GET", "/v1/records/orders/42")
+            #expect(try deleted.json == ["name": "jobs/42", "version": 5, "seq": 6, "deleted": true])
+            let missing = try hub.http("GET", "/v1/records/jobs/42")
             #expect(missing.status == 404)
             #expect(try missing.json["error"]?["code"] == "not_found")
-            #expect(try hub.http("DELETE", "/v1/records/orders/42").status == 404)
+            #expect(try hub.http("DELETE", "/v1/records/jobs/42").status == 404)
 
             // The watcher saw every change of its record, in order.
             var seqs: [JSONValue?] = []
@@ -121,27 +121,27 @@ struct HubRESTTests {
             let listener = try hub.connect()
             try listener.ok(#"{"op":"subscribe","topic":"scanner"}"#)
 
-            let added = try hub.http("POST", "/v1/lists/orders/open/entries", body: #""orders/42""#)
+            let added = try hub.http("POST", "/v1/lists/jobs/open/entries", body: #""jobs/42""#)
             #expect(added.status == 200)
-            #expect(try added.json["name"] == "orders/open")
-            #expect(try added.json["entries"] == ["orders/42"])
+            #expect(try added.json["name"] == "jobs/open")
+            #expect(try added.json["entries"] == ["jobs/42"])
             #expect(try added.json["version"] == 1)
-            let inserted = try hub.http("POST", "/v1/lists/orders/open/entries?at=0", body: #""orders/41""#)
-            #expect(try inserted.json["entries"] == ["orders/41", "orders/42"])
-            #expect(try hub.http("POST", "/v1/lists/orders/open/entries?at=9", body: #""x""#).status == 400)
-            let got = try hub.http("GET", "/v1/lists/orders/open")
+            let inserted = try hub.http("POST", "/v1/lists/jobs/open/entries?at=0", body: #""jobs/41""#)
+            #expect(try inserted.json["entries"] == ["jobs/41", "jobs/42"])
+            #expect(try hub.http("POST", "/v1/lists/jobs/open/entries?at=9", body: #""x""#).status == 400)
+            let got = try hub.http("GET", "/v1/lists/jobs/open")
             #expect(got.status == 200)
-            #expect(try got.json["entries"] == ["orders/41", "orders/42"])
-            let removed = try hub.http("DELETE", "/v1/lists/orders/open/entries/orders/41")
+            #expect(try got.json["entries"] == ["jobs/41", "jobs/42"])
+            let removed = try hub.http("DELETE", "/v1/lists/jobs/open/entries/jobs/41")
             #expect(removed.status == 200)
-            #expect(try removed.json["entries"] == ["orders/42"])
-            #expect(try hub.http("DELETE", "/v1/lists/orders/open/entries/orders/41").status == 404)
+            #expect(try removed.json["entries"] == ["jobs/42"])
+            #expect(try hub.http("DELETE", "/v1/lists/jobs/open/entries/jobs/41").status == 404)
             #expect(try hub.http("GET", "/v1/lists/none").status == 404)
 
-            #expect(try hub.http("PUT", "/v1/records/orders/42", body: "{}").status == 201)
-            let records = try hub.http("GET", "/v1/records?prefix=orders/").json
+            #expect(try hub.http("PUT", "/v1/records/jobs/42", body: "{}").status == 201)
+            let records = try hub.http("GET", "/v1/records?prefix=jobs/").json
             #expect(records["seq"] == 4)
-            #expect(records["records"]?.arrayValue?.map { $0["name"] } == ["orders/42"])
+            #expect(records["records"]?.arrayValue?.map { $0["name"] } == ["jobs/42"])
             #expect(records["more"] == false)
 
             let changes = try hub.http("GET", "/v1/changes?since=1").json
@@ -172,15 +172,15 @@ struct HubStorageTests {
             let hub = try HubFixture(dataDirectory: directory.path)
             defer { hub.close() }
             let client = try hub.connect()
-            try client.ok(#"{"op":"set","name":"orders/1","data":{"stage":"new"}}"#)
-            try client.ok(#"{"op":"set","name":"orders/2","data":{}}"#)
-            try client.ok(#"{"op":"addEntry","list":"orders","entry":"orders/1"}"#)
-            firstReply = try client.ok(#"{"op":"increment","name":"orders/1","path":"n","idem":"inc-1"}"#)
-            try client.ok(#"{"op":"delete","name":"orders/2"}"#)
+            try client.ok(#"{"op":"set","name":"jobs/1","data":{"stage":"new"}}"#)
+            try client.ok(#"{"op":"set","name":"jobs/2","data":{}}"#)
+            try client.ok(#"{"op":"addEntry","list":"orders","entry":"jobs/1"}"#)
+            firstReply = try client.ok(#"{"op":"increment","name":"jobs/1","path":"n","idem":"inc-1"}"#)
+            try client.ok(#"{"op":"delete","name":"jobs/2"}"#)
             // Acknowledged means in the SQLite file.
             let reader = try hub.storeReader()
-            #expect(try reader.record("orders/1")?.version == 2)
-            #expect(try reader.record("orders/2") == nil)
+            #expect(try reader.record("jobs/1")?.version == 2)
+            #expect(try reader.record("jobs/2") == nil)
             #expect(try reader.state().headSeq == 5)
         }
 
@@ -188,25 +188,25 @@ struct HubStorageTests {
             let client = try hub.connect()
             let hello = try client.ok(#"{"op":"hello"}"#)
             #expect(hello["seq"] == 5)
-            let record = try client.ok(#"{"op":"get","name":"orders/1"}"#)
+            let record = try client.ok(#"{"op":"get","name":"jobs/1"}"#)
             #expect(record["version"] == 2)
             #expect(record["seq"] == 4)
             #expect(record["data"] == ["stage": "new", "n": 1])
-            #expect(try client.request(#"{"op":"get","name":"orders/2"}"#).errorCode == "not_found")
-            #expect(try client.ok(#"{"op":"get","list":"orders"}"#)["entries"] == ["orders/1"])
+            #expect(try client.request(#"{"op":"get","name":"jobs/2"}"#).errorCode == "not_found")
+            #expect(try client.ok(#"{"op":"get","list":"orders"}"#)["entries"] == ["jobs/1"])
 
             // The idempotency key survived: the retry changes nothing.
-            let retry = try client.ok(#"{"op":"increment","name":"orders/1","path":"n","idem":"inc-1"}"#)
+            let retry = try client.ok(#"{"op":"increment","name":"jobs/1","path":"n","idem":"inc-1"}"#)
             #expect(retry.object == firstReply.object)
             // Seqs continue where they stopped.
-            let next = try client.ok(#"{"op":"set","name":"orders/3","data":{}}"#)
+            let next = try client.ok(#"{"op":"set","name":"jobs/3","data":{}}"#)
             #expect(next["seq"] == 6)
-            #expect(try client.ok(#"{"op":"get","name":"orders/1"}"#)["version"] == 2)
+            #expect(try client.ok(#"{"op":"get","name":"jobs/1"}"#)["version"] == 2)
             // The change log survived too: a resume across the restart.
-            let resumed = try client.ok(#"{"op":"subscribe","prefix":"orders/","since":0}"#)
+            let resumed = try client.ok(#"{"op":"subscribe","prefix":"jobs/","since":0}"#)
             #expect(resumed["changes"]?.arrayValue?.map { $0["seq"] } == [1, 2, 4, 5, 6])
             // A recreated record starts at version 1.
-            #expect(try client.ok(#"{"op":"set","name":"orders/2","data":{}}"#)["version"] == 1)
+            #expect(try client.ok(#"{"op":"set","name":"jobs/2","data":{}}"#)["version"] == 1)
         }
         withExtendedLifetime(directory) {}
     }

@@ -15,20 +15,20 @@ struct HubSyncTests {
         try withHub { hub in
             let watcher = try hub.connect()
             let writer = try hub.connect()
-            let subscribed = try watcher.ok(#"{"op":"subscribe","name":"orders/42","id":1}"#)
+            let subscribed = try watcher.ok(#"{"op":"subscribe","name":"jobs/42","id":1}"#)
             #expect(subscribed["id"] == 1)
             #expect(subscribed["seq"] == 0)
             #expect(subscribed["record"] == .null)
 
-            let reply = try writer.ok(#"{"op":"set","name":"orders/42","data":{"stage":"new"},"id":"w1"}"#)
+            let reply = try writer.ok(#"{"op":"set","name":"jobs/42","data":{"stage":"new"},"id":"w1"}"#)
             #expect(Set(reply.object.keys) == ["id", "ok", "name", "version", "seq"])
             #expect(reply["id"] == "w1")
-            #expect(reply["name"] == "orders/42")
+            #expect(reply["name"] == "jobs/42")
             #expect(reply["version"] == 1)
             #expect(reply["seq"] == 1)
             // Acknowledged means durable: the store already has it.
             let reader = try hub.storeReader()
-            let stored = try reader.record("orders/42")
+            let stored = try reader.record("jobs/42")
             #expect(stored?.version == 1)
             #expect(try reader.state().headSeq >= 1)
 
@@ -70,55 +70,55 @@ struct HubSyncTests {
     @Test func getAndSubscribeSnapshots() throws {
         try withHub { hub in
             let client = try hub.connect()
-            let set = try client.ok(#"{"op":"set","name":"orders/42","data":{"stage":"new","items":[{"qty":2}]}}"#)
-            let got = try client.ok(#"{"op":"get","name":"orders/42","id":"g"}"#)
+            let set = try client.ok(#"{"op":"set","name":"jobs/42","data":{"stage":"new","items":[{"qty":2}]}}"#)
+            let got = try client.ok(#"{"op":"get","name":"jobs/42","id":"g"}"#)
             #expect(Set(got.object.keys) == ["id", "ok", "name", "version", "seq", "created", "updated", "data"])
             #expect(got["version"] == 1)
             #expect(got["seq"] == set["seq"])
             #expect(got["data"] == ["stage": "new", "items": [["qty": 2]]])
             #expect(got["created"] == got["updated"])
 
-            let value = try client.ok(#"{"op":"get","name":"orders/42","path":"items[0].qty"}"#)
+            let value = try client.ok(#"{"op":"get","name":"jobs/42","path":"items[0].qty"}"#)
             #expect(Set(value.object.keys) == ["ok", "name", "version", "seq", "created", "updated", "path", "value"])
             #expect(value["path"] == "items[0].qty")
             #expect(value["value"] == 2)
 
-            #expect(try client.request(#"{"op":"get","name":"orders/42","path":"items[3]","id":9}"#).errorCode == "not_found")
-            let missing = try client.request(#"{"op":"get","name":"orders/43","id":9}"#)
+            #expect(try client.request(#"{"op":"get","name":"jobs/42","path":"items[3]","id":9}"#).errorCode == "not_found")
+            let missing = try client.request(#"{"op":"get","name":"jobs/43","id":9}"#)
             #expect(missing["ok"] == false)
             #expect(missing["id"] == 9)
             #expect(missing.errorCode == "not_found")
             #expect(try client.request(#"{"op":"get","list":"orders"}"#).errorCode == "not_found")
 
-            try client.ok(#"{"op":"addEntry","list":"orders","entry":"orders/42"}"#)
+            try client.ok(#"{"op":"addEntry","list":"orders","entry":"jobs/42"}"#)
             let list = try client.ok(#"{"op":"get","list":"orders"}"#)
             #expect(list["list"] == "orders")
             #expect(list["version"] == 1)
             #expect(list["seq"] == 2)
-            #expect(list["entries"] == ["orders/42"])
+            #expect(list["entries"] == ["jobs/42"])
 
             // Subscribe snapshots: record, absent record, path, list.
-            let record = try client.ok(#"{"op":"subscribe","name":"orders/42"}"#)
+            let record = try client.ok(#"{"op":"subscribe","name":"jobs/42"}"#)
             #expect(Set(record.object.keys) == ["ok", "seq", "record"])
             #expect(record["seq"] == 2)
             #expect(record["record"]?["data"] == ["stage": "new", "items": [["qty": 2]]])
             #expect(record["record"]?["version"] == 1)
             #expect(try client.ok(#"{"op":"subscribe","name":"nope"}"#)["record"] == .null)
-            let path = try client.ok(#"{"op":"subscribe","name":"orders/42","path":"stage"}"#)
+            let path = try client.ok(#"{"op":"subscribe","name":"jobs/42","path":"stage"}"#)
             #expect(path["record"]?["path"] == "stage")
             #expect(path["record"]?["value"] == "new")
             #expect(path["record"]?["data"] == nil)
-            let noValue = try client.ok(#"{"op":"subscribe","name":"orders/42","path":"none"}"#)
+            let noValue = try client.ok(#"{"op":"subscribe","name":"jobs/42","path":"none"}"#)
             #expect(noValue["record"]?["path"] == "none")
             #expect(noValue["record"]?["value"] == nil)
             let listSnapshot = try client.ok(#"{"op":"subscribe","list":"orders"}"#)
-            #expect(listSnapshot["list"]?["entries"] == ["orders/42"])
+            #expect(listSnapshot["list"]?["entries"] == ["jobs/42"])
             #expect(listSnapshot["list"]?["version"] == 1)
             #expect(try client.ok(#"{"op":"subscribe","list":"none"}"#)["list"] == .null)
             // Subscribing again answers like the first time.
-            #expect(try client.ok(#"{"op":"subscribe","name":"orders/42"}"#)["record"]?["version"] == 1)
+            #expect(try client.ok(#"{"op":"subscribe","name":"jobs/42"}"#)["record"]?["version"] == 1)
             // One change, several matching subscriptions: one push.
-            try client.ok(#"{"op":"set","name":"orders/42","path":"stage","value":"ready"}"#)
+            try client.ok(#"{"op":"set","name":"jobs/42","path":"stage","value":"ready"}"#)
             #expect(try client.push()["seq"] == 3)
             try client.expectNothingPending()
         }
@@ -127,47 +127,47 @@ struct HubSyncTests {
     @Test func prefixGetAndSubscription() throws {
         try withHub { hub in
             let writer = try hub.connect()
-            for name in ["orders/2", "orders/10", "orders/1", "other/1", "orders"] {
+            for name in ["jobs/2", "jobs/10", "jobs/1", "other/1", "orders"] {
                 try writer.ok(#"{"op":"set","name":"\#(name)","data":{"n":"\#(name)"}}"#)
             }
-            let page = try writer.ok(#"{"op":"get","prefix":"orders/","limit":2}"#)
+            let page = try writer.ok(#"{"op":"get","prefix":"jobs/","limit":2}"#)
             #expect(page["seq"] == 5)
-            #expect(page["records"]?.arrayValue?.map { $0["name"] } == ["orders/1", "orders/10"])
+            #expect(page["records"]?.arrayValue?.map { $0["name"] } == ["jobs/1", "jobs/10"])
             #expect(page["more"] == true)
-            let rest = try writer.ok(#"{"op":"get","prefix":"orders/","after":"orders/10"}"#)
-            #expect(rest["records"]?.arrayValue?.map { $0["name"] } == ["orders/2"])
+            let rest = try writer.ok(#"{"op":"get","prefix":"jobs/","after":"jobs/10"}"#)
+            #expect(rest["records"]?.arrayValue?.map { $0["name"] } == ["jobs/2"])
             #expect(rest["more"] == false)
             // A page that holds exactly the last records says more: false.
-            let exact = try writer.ok(#"{"op":"get","prefix":"orders/","limit":3}"#)
+            let exact = try writer.ok(#"{"op":"get","prefix":"jobs/","limit":3}"#)
             #expect(exact["records"]?.arrayValue?.count == 3)
             #expect(exact["more"] == false)
             let all = try writer.ok(#"{"op":"get","prefix":""}"#)
             #expect(all["records"]?.arrayValue?.count == 5)
 
             let watcher = try hub.connect()
-            let snapshot = try watcher.ok(#"{"op":"subscribe","prefix":"orders/"}"#)
+            let snapshot = try watcher.ok(#"{"op":"subscribe","prefix":"jobs/"}"#)
             #expect(snapshot["seq"] == 5)
-            #expect(snapshot["records"]?.arrayValue?.map { $0["name"] } == ["orders/1", "orders/10", "orders/2"])
-            #expect(snapshot["records"]?.arrayValue?.first?["data"] == ["n": "orders/1"])
+            #expect(snapshot["records"]?.arrayValue?.map { $0["name"] } == ["jobs/1", "jobs/10", "jobs/2"])
+            #expect(snapshot["records"]?.arrayValue?.first?["data"] == ["n": "jobs/1"])
             #expect(snapshot["more"] == false)
 
-            try writer.ok(#"{"op":"set","name":"orders/3","data":{}}"#)
+            try writer.ok(#"{"op":"set","name":"jobs/3","data":{}}"#)
             try writer.ok(#"{"op":"set","name":"other/2","data":{}}"#)
             try writer.ok(#"{"op":"set","name":"orders","data":{"x":1}}"#)
-            try writer.ok(#"{"op":"delete","name":"orders/1"}"#)
-            try writer.ok(#"{"op":"addEntry","list":"orders/list","entry":"x"}"#)
+            try writer.ok(#"{"op":"delete","name":"jobs/1"}"#)
+            try writer.ok(#"{"op":"addEntry","list":"jobs/list","entry":"x"}"#)
             let created = try watcher.push()
-            #expect(created["name"] == "orders/3")
+            #expect(created["name"] == "jobs/3")
             #expect(created["seq"] == 6)
             let deleted = try watcher.push()
-            #expect(deleted["name"] == "orders/1")
+            #expect(deleted["name"] == "jobs/1")
             #expect(deleted["kind"] == "delete")
             #expect(deleted["seq"] == 9)
             try watcher.expectNothingPending()
 
-            #expect(try watcher.ok(#"{"op":"unsubscribe","prefix":"orders/"}"#).object.keys == ["ok"])
-            #expect(try watcher.request(#"{"op":"unsubscribe","prefix":"orders/"}"#).errorCode == "not_subscribed")
-            try writer.ok(#"{"op":"set","name":"orders/4","data":{}}"#)
+            #expect(try watcher.ok(#"{"op":"unsubscribe","prefix":"jobs/"}"#).object.keys == ["ok"])
+            #expect(try watcher.request(#"{"op":"unsubscribe","prefix":"jobs/"}"#).errorCode == "not_subscribed")
+            try writer.ok(#"{"op":"set","name":"jobs/4","data":{}}"#)
             try watcher.expectNothingPending()
         }
     }
@@ -199,26 +199,26 @@ struct HubSyncTests {
         try withHub { hub in
             let writer = try hub.connect()
             let live = try hub.connect()
-            try live.ok(#"{"op":"subscribe","prefix":"orders/"}"#)
-            try writer.ok(#"{"op":"set","name":"orders/1","data":{"v":1}}"#)
+            try live.ok(#"{"op":"subscribe","prefix":"jobs/"}"#)
+            try writer.ok(#"{"op":"set","name":"jobs/1","data":{"v":1}}"#)
             _ = try live.push()
 
             let leaving = try hub.connect()
-            let first = try leaving.ok(#"{"op":"subscribe","prefix":"orders/"}"#)
+            let first = try leaving.ok(#"{"op":"subscribe","prefix":"jobs/"}"#)
             let since = try #require(first["seq"]?.numberValue?.int64Value)
             #expect(since == 1)
             leaving.close()
 
-            try writer.ok(#"{"op":"set","name":"orders/2","data":{"v":2}}"#)
+            try writer.ok(#"{"op":"set","name":"jobs/2","data":{"v":2}}"#)
             try writer.ok(#"{"op":"set","name":"other","data":{}}"#)
-            try writer.ok(#"{"op":"set","name":"orders/1","path":"v","value":3}"#)
-            try writer.ok(#"{"op":"addEntry","list":"orders/1","entry":"e"}"#)
-            try writer.ok(#"{"op":"delete","name":"orders/2"}"#)
+            try writer.ok(#"{"op":"set","name":"jobs/1","path":"v","value":3}"#)
+            try writer.ok(#"{"op":"addEntry","list":"jobs/1","entry":"e"}"#)
+            try writer.ok(#"{"op":"delete","name":"jobs/2"}"#)
             var livePushes: [[UInt8]] = []
             for _ in 0..<3 { livePushes.append(try live.push().bytes) }
 
             let back = try hub.connect()
-            let resumed = try back.ok(#"{"op":"subscribe","prefix":"orders/","since":\#(since)}"#)
+            let resumed = try back.ok(#"{"op":"subscribe","prefix":"jobs/","since":\#(since)}"#)
             #expect(Set(resumed.object.keys) == ["ok", "seq", "changes"])
             #expect(resumed["seq"] == 6)
             let changes = try #require(resumed["changes"]?.arrayValue)
@@ -229,7 +229,7 @@ struct HubSyncTests {
             #expect(resumed.text.contains("\"changes\":[" + expectedText + "]"))
 
             // Then live pushes.
-            try writer.ok(#"{"op":"set","name":"orders/9","data":{}}"#)
+            try writer.ok(#"{"op":"set","name":"jobs/9","data":{}}"#)
             #expect(try back.push()["seq"] == 7)
             try back.expectNothingPending()
 
@@ -237,13 +237,13 @@ struct HubSyncTests {
             let other = try hub.connect()
             let hello = try other.ok(#"{"op":"hello","protocol":1,"since":7}"#)
             #expect(hello["resumable"] == true)
-            let none = try other.ok(#"{"op":"subscribe","name":"orders/9"}"#)
+            let none = try other.ok(#"{"op":"subscribe","name":"jobs/9"}"#)
             #expect(none["changes"] == [])
             #expect(none["record"] == nil)
             // A record and a list subscription replay their own changes only.
-            let record = try other.ok(#"{"op":"subscribe","name":"orders/1","since":1}"#)
+            let record = try other.ok(#"{"op":"subscribe","name":"jobs/1","since":1}"#)
             #expect(record["changes"]?.arrayValue?.map { $0["seq"] } == [4])
-            let list = try other.ok(#"{"op":"subscribe","list":"orders/1","since":0}"#)
+            let list = try other.ok(#"{"op":"subscribe","list":"jobs/1","since":0}"#)
             #expect(list["changes"]?.arrayValue?.map { $0["seq"] } == [5])
         }
     }
@@ -380,7 +380,7 @@ struct HubSyncTests {
             let failed = try client.request(#"""
                 {"op":"write","id":"g1","ops":[
                   {"op":"set","name":"items/a","data":{"stock":4}},
-                  {"op":"addEntry","list":"orders","entry":"orders/9"},
+                  {"op":"addEntry","list":"orders","entry":"jobs/9"},
                   {"op":"merge","name":"items/missing","data":{"x":1}}]}
                 """#)
             #expect(failed["ok"] == false)
@@ -396,7 +396,7 @@ struct HubSyncTests {
             let done = try client.ok(#"""
                 {"op":"write","ops":[
                   {"op":"set","name":"items/a","data":{"stock":4}},
-                  {"op":"addEntry","list":"orders","entry":"orders/9"},
+                  {"op":"addEntry","list":"orders","entry":"jobs/9"},
                   {"op":"increment","name":"items/a","path":"stock","by":-1,"version":1}]}
                 """#)
             #expect(Set(done.object.keys) == ["ok", "seq", "results"])

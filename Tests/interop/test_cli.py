@@ -268,13 +268,13 @@ def write_seq(result: Result) -> int:
 
 def test_get_prints_the_record_data(tally):
     data = {"stage": "received", "items": [{"sku": "a", "qty": 2}], "note": "héllo ✓", "n": 1.5}
-    assert put_record(tally, "orders/1", data).status == 201
-    got = cli(tally, "get", "orders/1").ok()
+    assert put_record(tally, "jobs/1", data).status == 201
+    got = cli(tally, "get", "jobs/1").ok()
     assert got.json() == data
     assert got.err == ""
-    assert cli(tally, "get", "orders/1", "--path", "stage").ok().json() == "received"
-    assert cli(tally, "get", "orders/1", "--path", "items[0].qty").ok().json() == 2
-    assert cli(tally, "get", "orders/1", "--path", "items[0]").ok().json() == {"sku": "a", "qty": 2}
+    assert cli(tally, "get", "jobs/1", "--path", "stage").ok().json() == "received"
+    assert cli(tally, "get", "jobs/1", "--path", "items[0].qty").ok().json() == 2
+    assert cli(tally, "get", "jobs/1", "--path", "items[0]").ok().json() == {"sku": "a", "qty": 2}
 
 
 def test_get_large_record(tally):
@@ -284,30 +284,30 @@ def test_get_large_record(tally):
 
 
 def test_get_json_envelope_matches_rest(tally):
-    put_record(tally, "orders/2", {"stage": "new"})
-    put_record(tally, "orders/2", {"stage": "ready"})
-    body = cli(tally, "get", "orders/2", "--json").ok().json()
+    put_record(tally, "jobs/2", {"stage": "new"})
+    put_record(tally, "jobs/2", {"stage": "ready"})
+    body = cli(tally, "get", "jobs/2", "--json").ok().json()
     assert {"name", "version", "seq", "data"} <= set(body), body
-    rest_body = record(tally, "orders/2")
+    rest_body = record(tally, "jobs/2")
     for key in ("name", "version", "seq", "data"):
         assert body[key] == rest_body[key], (key, body, rest_body)
-    assert (body["name"], body["version"], body["data"]) == ("orders/2", 2, {"stage": "ready"})
-    assert "\n" not in cli(tally, "get", "orders/2", "--json").out.rstrip("\n"), "--json is one line"
+    assert (body["name"], body["version"], body["data"]) == ("jobs/2", 2, {"stage": "ready"})
+    assert "\n" not in cli(tally, "get", "jobs/2", "--json").out.rstrip("\n"), "--json is one line"
 
 
 def test_get_unknown_record(tally):
-    result = cli(tally, "get", "orders/missing")
+    result = cli(tally, "get", "jobs/missing")
     assert result.rc != 0, result
     assert result.rc == 1, result
-    assert "orders/missing" in result.err, result
+    assert "jobs/missing" in result.err, result
     assert result.out == "", result
-    json_result = cli(tally, "get", "orders/missing", "--json")
-    assert json_result.rc == 1 and "orders/missing" in json_result.err, json_result
+    json_result = cli(tally, "get", "jobs/missing", "--json")
+    assert json_result.rc == 1 and "jobs/missing" in json_result.err, json_result
 
 
 def test_get_missing_path(tally):
-    put_record(tally, "orders/3", {"stage": "new"})
-    result = cli(tally, "get", "orders/3", "--path", "nope")
+    put_record(tally, "jobs/3", {"stage": "new"})
+    result = cli(tally, "get", "jobs/3", "--path", "nope")
     assert result.rc == 1 and result.err.strip(), result
 
 
@@ -316,9 +316,9 @@ def test_get_missing_path(tally):
 
 
 def test_set_bare_word_is_a_string(tally):
-    put_record(tally, "orders/1", {"stage": "new", "qty": 2})
-    cli(tally, "set", "orders/1", "stage", "ready").ok()
-    body = record(tally, "orders/1")
+    put_record(tally, "jobs/1", {"stage": "new", "qty": 2})
+    cli(tally, "set", "jobs/1", "stage", "ready").ok()
+    body = record(tally, "jobs/1")
     assert body["data"] == {"stage": "ready", "qty": 2}
     assert body["version"] == 2
 
@@ -345,98 +345,98 @@ def test_set_path_value_is_json_or_a_bare_string(tally, text, value):
 
 
 def test_set_path_creates_record_and_parents(tally):
-    cli(tally, "set", "orders/4", "meta.tags", '["a"]').ok()
-    body = record(tally, "orders/4")
+    cli(tally, "set", "jobs/4", "meta.tags", '["a"]').ok()
+    body = record(tally, "jobs/4")
     assert (body["version"], body["data"]) == (1, {"meta": {"tags": ["a"]}})
-    cli(tally, "set", "orders/4", "meta.tags[1]", "b").ok()
-    assert record(tally, "orders/4")["data"] == {"meta": {"tags": ["a", "b"]}}
+    cli(tally, "set", "jobs/4", "meta.tags[1]", "b").ok()
+    assert record(tally, "jobs/4")["data"] == {"meta": {"tags": ["a", "b"]}}
 
 
 def test_set_whole_record(tally):
-    first = cli(tally, "set", "orders/5", '{"stage":"new","qty":2}').ok()
-    assert "orders/5" in first.out, first
-    body = record(tally, "orders/5")
+    first = cli(tally, "set", "jobs/5", '{"stage":"new","qty":2}').ok()
+    assert "jobs/5" in first.out, first
+    body = record(tally, "jobs/5")
     assert (body["version"], body["data"]) == (1, {"stage": "new", "qty": 2})
     # a whole-record set replaces: qty goes
-    cli(tally, "set", "orders/5", '{"stage":"ready"}').ok()
-    body = record(tally, "orders/5")
+    cli(tally, "set", "jobs/5", '{"stage":"ready"}').ok()
+    body = record(tally, "jobs/5")
     assert (body["version"], body["data"]) == (2, {"stage": "ready"})
 
 
 @pytest.mark.parametrize("value", ["ready", "5", "[1,2]", '"s"', "null", "true"])
 def test_set_whole_record_needs_an_object(tally, value):
-    put_record(tally, "orders/6", {"keep": 1})
+    put_record(tally, "jobs/6", {"keep": 1})
     before = head(tally)
-    result = cli(tally, "set", "orders/6", value)
+    result = cli(tally, "set", "jobs/6", value)
     assert result.rc == 2, result
     assert result.err.strip() and result.out == "", result
     assert head(tally) == before
-    assert record(tally, "orders/6")["data"] == {"keep": 1}
-    fresh = cli(tally, "set", "orders/new", value)
+    assert record(tally, "jobs/6")["data"] == {"keep": 1}
+    fresh = cli(tally, "set", "jobs/new", value)
     assert fresh.rc == 2, fresh
-    assert record(tally, "orders/new") is None
+    assert record(tally, "jobs/new") is None
     assert head(tally) == before
 
 
 def test_set_json_output(tally):
-    result = cli(tally, "set", "orders/7", "stage", "new", "--json").ok()
+    result = cli(tally, "set", "jobs/7", "stage", "new", "--json").ok()
     body = result.json()
     assert {"name", "version", "seq"} <= set(body), body
-    envelope = record(tally, "orders/7")
-    assert (body["name"], body["version"], body["seq"]) == ("orders/7", envelope["version"], envelope["seq"])
-    second = cli(tally, "set", "orders/7", '{"stage":"x"}', "--json").ok().json()
-    assert (second["name"], second["version"]) == ("orders/7", 2)
+    envelope = record(tally, "jobs/7")
+    assert (body["name"], body["version"], body["seq"]) == ("jobs/7", envelope["version"], envelope["seq"])
+    second = cli(tally, "set", "jobs/7", '{"stage":"x"}', "--json").ok().json()
+    assert (second["name"], second["version"]) == ("jobs/7", 2)
     assert second["seq"] > body["seq"]
-    assert record(tally, "orders/7")["seq"] == second["seq"]
+    assert record(tally, "jobs/7")["seq"] == second["seq"]
 
 
 def test_set_if_version_mismatch_is_a_conflict(tally):
-    put_record(tally, "orders/8", {"stage": "new"})
-    put_record(tally, "orders/8", {"stage": "packed"})
+    put_record(tally, "jobs/8", {"stage": "new"})
+    put_record(tally, "jobs/8", {"stage": "packed"})
     before = head(tally)
     for args in (["stage", "shipped"], ['{"stage":"shipped"}']):
-        result = cli(tally, "set", "orders/8", *args, "--if-version", "1")
+        result = cli(tally, "set", "jobs/8", *args, "--if-version", "1")
         assert result.rc == 1, result
         assert "conflict" in result.err.lower(), result
         assert result.out == "", result
-    body = record(tally, "orders/8")
+    body = record(tally, "jobs/8")
     assert (body["version"], body["data"]) == (2, {"stage": "packed"})
     assert head(tally) == before, "a refused write wrote something"
     # the right version goes through
-    ok = cli(tally, "set", "orders/8", "stage", "shipped", "--if-version", "2", "--json").ok().json()
+    ok = cli(tally, "set", "jobs/8", "stage", "shipped", "--if-version", "2", "--json").ok().json()
     assert ok["version"] == 3
-    assert record(tally, "orders/8")["data"] == {"stage": "shipped"}
+    assert record(tally, "jobs/8")["data"] == {"stage": "shipped"}
 
 
 def test_set_if_version_zero_creates_only(tally):
-    created = cli(tally, "set", "orders/9", '{"stage":"new"}', "--if-version", "0", "--json").ok().json()
+    created = cli(tally, "set", "jobs/9", '{"stage":"new"}', "--if-version", "0", "--json").ok().json()
     assert created["version"] == 1
     before = head(tally)
-    again = cli(tally, "set", "orders/9", '{"stage":"other"}', "--if-version", "0")
+    again = cli(tally, "set", "jobs/9", '{"stage":"other"}', "--if-version", "0")
     assert again.rc == 1 and "conflict" in again.err.lower(), again
-    path_again = cli(tally, "set", "orders/9", "stage", "other", "--if-version=0")
+    path_again = cli(tally, "set", "jobs/9", "stage", "other", "--if-version=0")
     assert path_again.rc == 1 and "conflict" in path_again.err.lower(), path_again
-    body = record(tally, "orders/9")
+    body = record(tally, "jobs/9")
     assert (body["version"], body["data"]) == (1, {"stage": "new"})
     assert head(tally) == before
 
 
 def test_set_idem_retry_applies_once(tally):
-    first = cli(tally, "set", "orders/10", "stage", "ready", "--idem", "k-1", "--json").ok().json()
+    first = cli(tally, "set", "jobs/10", "stage", "ready", "--idem", "k-1", "--json").ok().json()
     before = head(tally)
-    retry = cli(tally, "set", "orders/10", "stage", "ready", "--idem", "k-1", "--json").ok().json()
+    retry = cli(tally, "set", "jobs/10", "stage", "ready", "--idem", "k-1", "--json").ok().json()
     assert (retry["name"], retry["version"], retry["seq"]) == (first["name"], first["version"], first["seq"])
-    body = record(tally, "orders/10")
+    body = record(tally, "jobs/10")
     assert body["version"] == first["version"] == 1
     assert head(tally) == before, "the retry wrote a change"
     # the key names the request: a retry with other content applies nothing either
-    cli(tally, "set", "orders/10", "stage", "other", "--idem", "k-1").ok()
-    assert record(tally, "orders/10")["data"] == {"stage": "ready"}
+    cli(tally, "set", "jobs/10", "stage", "other", "--idem", "k-1").ok()
+    assert record(tally, "jobs/10")["data"] == {"stage": "ready"}
     assert head(tally) == before
     # another key is another write
-    third = cli(tally, "set", "orders/10", "stage", "other", "--idem", "k-2", "--json").ok().json()
+    third = cli(tally, "set", "jobs/10", "stage", "other", "--idem", "k-2", "--json").ok().json()
     assert third["version"] == 2
-    assert record(tally, "orders/10")["data"] == {"stage": "other"}
+    assert record(tally, "jobs/10")["data"] == {"stage": "other"}
 
 
 # --------------------------------------------------------------------------
@@ -444,40 +444,40 @@ def test_set_idem_retry_applies_once(tally):
 
 
 def test_del_record(tally):
-    put_record(tally, "orders/11", {"stage": "new"})
-    result = cli(tally, "del", "orders/11", "--json").ok().json()
-    assert (result["name"], result["version"]) == ("orders/11", 2)
-    assert record(tally, "orders/11") is None
+    put_record(tally, "jobs/11", {"stage": "new"})
+    result = cli(tally, "del", "jobs/11", "--json").ok().json()
+    assert (result["name"], result["version"]) == ("jobs/11", 2)
+    assert record(tally, "jobs/11") is None
     _, _, changes = all_changes(tally)
-    assert changes[-1]["name"] == "orders/11" and changes[-1]["kind"] == "delete"
+    assert changes[-1]["name"] == "jobs/11" and changes[-1]["kind"] == "delete"
     assert changes[-1]["seq"] == result["seq"]
-    again = cli(tally, "del", "orders/11")
-    assert again.rc == 1 and "orders/11" in again.err, again
+    again = cli(tally, "del", "jobs/11")
+    assert again.rc == 1 and "jobs/11" in again.err, again
 
 
 def test_del_path(tally):
-    put_record(tally, "orders/12", {"stage": "new", "items": [1, 2, 3], "meta": {"a": 1, "b": 2}})
-    cli(tally, "del", "orders/12", "stage").ok()
-    assert record(tally, "orders/12")["data"] == {"items": [1, 2, 3], "meta": {"a": 1, "b": 2}}
-    cli(tally, "del", "orders/12", "items[0]").ok()
-    cli(tally, "del", "orders/12", "meta.a").ok()
-    body = record(tally, "orders/12")
+    put_record(tally, "jobs/12", {"stage": "new", "items": [1, 2, 3], "meta": {"a": 1, "b": 2}})
+    cli(tally, "del", "jobs/12", "stage").ok()
+    assert record(tally, "jobs/12")["data"] == {"items": [1, 2, 3], "meta": {"a": 1, "b": 2}}
+    cli(tally, "del", "jobs/12", "items[0]").ok()
+    cli(tally, "del", "jobs/12", "meta.a").ok()
+    body = record(tally, "jobs/12")
     assert (body["version"], body["data"]) == (4, {"items": [2, 3], "meta": {"b": 2}})
     before = head(tally)
-    missing = cli(tally, "del", "orders/12", "nope")
+    missing = cli(tally, "del", "jobs/12", "nope")
     assert missing.rc == 1, missing
     assert head(tally) == before
 
 
 def test_del_if_version_mismatch(tally):
-    put_record(tally, "orders/13", {"stage": "new"})
+    put_record(tally, "jobs/13", {"stage": "new"})
     before = head(tally)
-    result = cli(tally, "del", "orders/13", "--if-version", "5")
+    result = cli(tally, "del", "jobs/13", "--if-version", "5")
     assert result.rc == 1 and "conflict" in result.err.lower(), result
-    assert record(tally, "orders/13")["data"] == {"stage": "new"}
+    assert record(tally, "jobs/13")["data"] == {"stage": "new"}
     assert head(tally) == before
-    cli(tally, "del", "orders/13", "--if-version", "1").ok()
-    assert record(tally, "orders/13") is None
+    cli(tally, "del", "jobs/13", "--if-version", "1").ok()
+    assert record(tally, "jobs/13") is None
 
 
 # --------------------------------------------------------------------------
@@ -485,19 +485,19 @@ def test_del_if_version_mismatch(tally):
 
 
 def test_watch_record_json(tally, spawn):
-    watcher = spawn(tally, "watch", "orders/20", "--json")
+    watcher = spawn(tally, "watch", "jobs/20", "--json")
     wait_subscriptions(tally, 1)
     seqs = [
-        write_seq(cli(tally, "set", "orders/20", '{"stage":"new","qty":1}', "--json")),
-        write_seq(cli(tally, "set", "orders/20", "qty", "2", "--json")),
+        write_seq(cli(tally, "set", "jobs/20", '{"stage":"new","qty":1}', "--json")),
+        write_seq(cli(tally, "set", "jobs/20", "qty", "2", "--json")),
     ]
-    cli(tally, "set", "orders/21", "stage", "other").ok()  # not watched
-    cli(tally, "set", "orders/200", "stage", "other").ok()  # not watched either
-    seqs.append(write_seq(cli(tally, "del", "orders/20", "--json")))
+    cli(tally, "set", "jobs/21", "stage", "other").ok()  # not watched
+    cli(tally, "set", "jobs/200", "stage", "other").ok()  # not watched either
+    seqs.append(write_seq(cli(tally, "del", "jobs/20", "--json")))
     lines = watcher.json_lines(3)
     for line in lines:
         assert {"name", "seq", "version"} <= set(line), line
-    assert [line["name"] for line in lines] == ["orders/20"] * 3
+    assert [line["name"] for line in lines] == ["jobs/20"] * 3
     assert [line["seq"] for line in lines] == seqs
     assert [line["version"] for line in lines] == [1, 2, 3]
     assert [line.get("kind") for line in lines] == ["set", "setPath", "delete"]
@@ -508,10 +508,10 @@ def test_watch_record_json(tally, spawn):
 
 
 def test_watch_text_prints_each_change(tally, spawn):
-    put_record(tally, "orders/22", {"stage": "new"})
-    watcher = spawn(tally, "watch", "orders/22")
+    put_record(tally, "jobs/22", {"stage": "new"})
+    watcher = spawn(tally, "watch", "jobs/22")
     wait_subscriptions(tally, 1)
-    seqs = [write_seq(cli(tally, "set", "orders/22", "stage", value, "--json"))
+    seqs = [write_seq(cli(tally, "set", "jobs/22", "stage", value, "--json"))
             for value in ("packed", "shipped")]
     # skip the snapshot of the current state, if one is printed
     seen = []
@@ -520,22 +520,22 @@ def test_watch_text_prints_each_change(tally, spawn):
         if str(seqs[0]) in line.split() or seen:
             seen.append(line)
     for line, seq, value in zip(seen, seqs, ("packed", "shipped")):
-        assert "orders/22" in line and str(seq) in line.split() and value in line, seen
+        assert "jobs/22" in line and str(seq) in line.split() and value in line, seen
     watcher.no_line()
 
 
 def test_watch_prefix_sees_matching_names_only(tally, spawn):
-    watcher = spawn(tally, "watch", "orders/", "--json")
+    watcher = spawn(tally, "watch", "jobs/", "--json")
     wait_subscriptions(tally, 1)
     expected = []
-    for name, args in [("orders/1", ['{"a":1}']), ("other/1", ['{"a":1}']),
-                       ("ordersX", ['{"a":1}']), ("orders/2/x", ["a", "2"]),
-                       ("orders", ['{"a":1}']), ("orders/1", ["a", "3"])]:
+    for name, args in [("jobs/1", ['{"a":1}']), ("other/1", ['{"a":1}']),
+                       ("ordersX", ['{"a":1}']), ("jobs/2/x", ["a", "2"]),
+                       ("orders", ['{"a":1}']), ("jobs/1", ["a", "3"])]:
         seq = write_seq(cli(tally, "set", name, *args, "--json"))
-        if name.startswith("orders/"):
+        if name.startswith("jobs/"):
             expected.append((name, seq))
-    seq = write_seq(cli(tally, "del", "orders/1", "--json"))
-    expected.append(("orders/1", seq))
+    seq = write_seq(cli(tally, "del", "jobs/1", "--json"))
+    expected.append(("jobs/1", seq))
     lines = watcher.json_lines(len(expected))
     assert [(line["name"], line["seq"]) for line in lines] == expected
     assert all("version" in line for line in lines), lines
@@ -543,17 +543,17 @@ def test_watch_prefix_sees_matching_names_only(tally, spawn):
 
 
 def test_watch_path_sees_changes_under_the_path_only(tally, spawn):
-    put_record(tally, "orders/23", {"stage": "new", "qty": 1})
-    watcher = spawn(tally, "watch", "orders/23", "--path", "stage", "--json")
+    put_record(tally, "jobs/23", {"stage": "new", "qty": 1})
+    watcher = spawn(tally, "watch", "jobs/23", "--path", "stage", "--json")
     wait_subscriptions(tally, 1)
-    cli(tally, "set", "orders/23", "qty", "2").ok()
-    cli(tally, "set", "orders/23", "stagehand", "bob").ok()
-    staged = write_seq(cli(tally, "set", "orders/23", "stage", "packed", "--json"))
-    cli(tally, "set", "orders/23", "qty", "3").ok()
-    deleted = write_seq(cli(tally, "del", "orders/23", "--json"))
+    cli(tally, "set", "jobs/23", "qty", "2").ok()
+    cli(tally, "set", "jobs/23", "stagehand", "bob").ok()
+    staged = write_seq(cli(tally, "set", "jobs/23", "stage", "packed", "--json"))
+    cli(tally, "set", "jobs/23", "qty", "3").ok()
+    deleted = write_seq(cli(tally, "del", "jobs/23", "--json"))
     lines = watcher.json_lines(2)
     assert [line["seq"] for line in lines] == [staged, deleted], lines
-    assert (lines[0]["name"], lines[0]["path"], lines[0]["value"]) == ("orders/23", "stage", "packed")
+    assert (lines[0]["name"], lines[0]["path"], lines[0]["value"]) == ("jobs/23", "stage", "packed")
     assert lines[1]["kind"] == "delete"
     watcher.no_line()
 
@@ -561,15 +561,15 @@ def test_watch_path_sees_changes_under_the_path_only(tally, spawn):
 def test_watch_since_replays_then_follows(tally, spawn):
     seqs = []
     for i in range(5):
-        seqs.append(write_seq(cli(tally, "set", "orders/24", "step", str(i), "--json")))
+        seqs.append(write_seq(cli(tally, "set", "jobs/24", "step", str(i), "--json")))
         cli(tally, "set", "other/24", "step", str(i)).ok()  # interleaved, not watched
-    watcher = spawn(tally, "watch", "orders/24", "--since", str(seqs[1]), "--json")
+    watcher = spawn(tally, "watch", "jobs/24", "--since", str(seqs[1]), "--json")
     replayed = watcher.json_lines(3)
     assert [line["seq"] for line in replayed] == seqs[2:], replayed
     assert [line["value"] for line in replayed] == [2, 3, 4]
     assert [line["version"] for line in replayed] == [3, 4, 5]
     wait_subscriptions(tally, 1)
-    live = write_seq(cli(tally, "set", "orders/24", "step", "5", "--json"))
+    live = write_seq(cli(tally, "set", "jobs/24", "step", "5", "--json"))
     line = watcher.json_line()
     assert (line["seq"], line["value"]) == (live, 5)
     watcher.no_line()
@@ -598,7 +598,7 @@ def test_watch_empty_prefix_sees_every_record(tally, spawn):
     assert watcher.json_line()["seq"] == live
 
 
-@pytest.mark.parametrize("command", [["watch", "orders/"], ["on", "scanner"]])
+@pytest.mark.parametrize("command", [["watch", "jobs/"], ["on", "scanner"]])
 def test_interrupt_stops_watch_and_on(tally, spawn, command):
     process = spawn(tally, *command, "--json")
     wait_subscriptions(tally, 1)
@@ -612,21 +612,21 @@ def test_interrupt_stops_watch_and_on(tally, spawn, command):
 def test_watch_since_older_than_the_log_is_not_silent(tally_factory, spawn):
     server = tally_factory("--retain-changes", "2")
     for i in range(6):
-        cli(server, "set", "orders/50", "n", str(i)).ok()
+        cli(server, "set", "jobs/50", "n", str(i)).ok()
     assert rest(server, "GET", "/v1/changes?since=1").status == 410  # the log no longer reaches seq 1
-    watcher = spawn(server, "watch", "orders/50", "--since", "1", "--json")
+    watcher = spawn(server, "watch", "jobs/50", "--since", "1", "--json")
     wait_subscriptions(server, 1)
     watcher.stderr_matching("no longer reaches back to seq 1", timeout=5.0)
     snapshot = watcher.json_line()
-    assert snapshot["op"] == "snapshot" and snapshot["name"] == "orders/50", snapshot
+    assert snapshot["op"] == "snapshot" and snapshot["name"] == "jobs/50", snapshot
     assert snapshot["data"] == {"n": 5} and snapshot["version"] == 6, snapshot
 
 
 def test_watch_reconnects_when_the_hub_goes_away(tally_factory, spawn):
     server = tally_factory()
-    watcher = spawn(server, "watch", "orders/", "--json")
+    watcher = spawn(server, "watch", "jobs/", "--json")
     wait_subscriptions(server, 1)
-    seq = write_seq(cli(server, "set", "orders/30", "stage", "new", "--json"))
+    seq = write_seq(cli(server, "set", "jobs/30", "stage", "new", "--json"))
     assert watcher.json_line()["seq"] == seq
     server.kill()
     watcher.stderr_matching("reconnecting", timeout=5.0)
@@ -639,21 +639,21 @@ def test_watch_reconnects_when_the_hub_goes_away(tally_factory, spawn):
 def test_watch_resumes_after_a_restart_on_the_same_port(tally_factory, spawn):
     first = tally_factory()
     port, data_dir = first.port, first.data_dir
-    watcher = spawn(first, "watch", "orders/", "--json")
+    watcher = spawn(first, "watch", "jobs/", "--json")
     wait_subscriptions(first, 1)
-    seq = write_seq(cli(first, "set", "orders/31", "n", "0", "--json"))
+    seq = write_seq(cli(first, "set", "jobs/31", "n", "0", "--json"))
     assert watcher.json_line()["seq"] == seq
     assert first.stop() == 0
     watcher.stderr_matching("reconnecting", timeout=5.0)
     second = tally_factory("--port", str(port), "--data", str(data_dir))
     assert second.port == port
     # written before the watcher is back (it retries every second): replayed from its last seq
-    missed = [write_seq(cli(second, "set", "orders/31", "n", str(i), "--json")) for i in (1, 2)]
+    missed = [write_seq(cli(second, "set", "jobs/31", "n", str(i), "--json")) for i in (1, 2)]
     cli(second, "set", "other/31", "n", "1").ok()
     lines = watcher.json_lines(2, timeout=8.0)
     assert [line["seq"] for line in lines] == missed, lines
     wait_subscriptions(second, 1)
-    live = write_seq(cli(second, "set", "orders/31", "n", "3", "--json"))
+    live = write_seq(cli(second, "set", "jobs/31", "n", "3", "--json"))
     line = watcher.json_line()
     assert (line["seq"], line["value"], line["version"]) == (live, 3, 4)
     watcher.no_line()
@@ -664,29 +664,29 @@ def test_watch_resumes_after_a_restart_on_the_same_port(tally_factory, spawn):
 
 
 def test_list_add_show_remove(tally):
-    cli(tally, "list", "add", "open", "orders/1").ok()
-    cli(tally, "list", "add", "open", "orders/2").ok()
-    added = cli(tally, "list", "add", "open", "orders/0", "--at", "0", "--json").ok().json()
+    cli(tally, "list", "add", "open", "jobs/1").ok()
+    cli(tally, "list", "add", "open", "jobs/2").ok()
+    added = cli(tally, "list", "add", "open", "jobs/0", "--at", "0", "--json").ok().json()
     assert added["version"] == 3
-    cli(tally, "list", "add", "open", "orders/1").ok()
-    assert list_envelope(tally, "open")["entries"] == ["orders/0", "orders/1", "orders/2", "orders/1"]
+    cli(tally, "list", "add", "open", "jobs/1").ok()
+    assert list_envelope(tally, "open")["entries"] == ["jobs/0", "jobs/1", "jobs/2", "jobs/1"]
 
     shown = cli(tally, "list", "show", "open").ok()
-    assert shown.out.splitlines() == ["orders/0", "orders/1", "orders/2", "orders/1"]
+    assert shown.out.splitlines() == ["jobs/0", "jobs/1", "jobs/2", "jobs/1"]
     envelope = cli(tally, "list", "show", "open", "--json").ok().json()
     rest_envelope = list_envelope(tally, "open")
     assert envelope["entries"] == rest_envelope["entries"]
     assert (envelope["version"], envelope["seq"]) == (rest_envelope["version"], rest_envelope["seq"])
     assert (envelope["version"], envelope["seq"]) == (4, added["seq"] + 1)
 
-    cli(tally, "list", "remove", "open", "orders/1", "--at", "3").ok()
-    assert list_envelope(tally, "open")["entries"] == ["orders/0", "orders/1", "orders/2"]
-    cli(tally, "list", "remove", "open", "orders/0").ok()
-    assert list_envelope(tally, "open")["entries"] == ["orders/1", "orders/2"]
-    assert cli(tally, "list", "show", "open").ok().out.splitlines() == ["orders/1", "orders/2"]
+    cli(tally, "list", "remove", "open", "jobs/1", "--at", "3").ok()
+    assert list_envelope(tally, "open")["entries"] == ["jobs/0", "jobs/1", "jobs/2"]
+    cli(tally, "list", "remove", "open", "jobs/0").ok()
+    assert list_envelope(tally, "open")["entries"] == ["jobs/1", "jobs/2"]
+    assert cli(tally, "list", "show", "open").ok().out.splitlines() == ["jobs/1", "jobs/2"]
 
     before = head(tally)
-    missing = cli(tally, "list", "remove", "open", "orders/9")
+    missing = cli(tally, "list", "remove", "open", "jobs/9")
     assert missing.rc == 1 and missing.err.strip(), missing
     unknown = cli(tally, "list", "show", "nolist")
     assert unknown.rc == 1 and "nolist" in unknown.err, unknown
@@ -729,36 +729,36 @@ def test_emit_and_on(tally, spawn):
 
 
 def test_tally_url_and_http_forms(tally):
-    put_record(tally, "orders/40", {"stage": "new"})
+    put_record(tally, "jobs/40", {"stage": "new"})
     base = f"http://{tally.host}:{tally.port}"
     for url in (base, base + "/", f"ws://{tally.host}:{tally.port}/v1/ws"):
-        got = run("get", "orders/40", env=clean_env(TALLY_URL=url))
+        got = run("get", "jobs/40", env=clean_env(TALLY_URL=url))
         assert got.ok().json() == {"stage": "new"}, url
-    run("set", "orders/40", "stage", "ready", env=clean_env(TALLY_URL=base)).ok()
-    assert record(tally, "orders/40")["data"] == {"stage": "ready"}
-    assert run("get", "orders/40", "--server", base).ok().json() == {"stage": "ready"}
+    run("set", "jobs/40", "stage", "ready", env=clean_env(TALLY_URL=base)).ok()
+    assert record(tally, "jobs/40")["data"] == {"stage": "ready"}
+    assert run("get", "jobs/40", "--server", base).ok().json() == {"stage": "ready"}
     # --server wins over TALLY_URL
     sock = dead_port()
     try:
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        overridden = run("get", "orders/40", "--server", base, env=clean_env(TALLY_URL=dead))
+        overridden = run("get", "jobs/40", "--server", base, env=clean_env(TALLY_URL=dead))
         assert overridden.ok().json() == {"stage": "ready"}
-        refused = run("get", "orders/40", env=clean_env(TALLY_URL=dead))
+        refused = run("get", "jobs/40", env=clean_env(TALLY_URL=dead))
         assert refused.rc == 1 and f"127.0.0.1:{sock.getsockname()[1]}" in refused.err, refused
     finally:
         sock.close()
 
 
 @pytest.mark.parametrize("args", [
-    ["get", "orders/1"],
-    ["get", "orders/1", "--json"],
-    ["set", "orders/1", "stage", "ready"],
-    ["set", "orders/1", '{"a":1}'],
-    ["del", "orders/1"],
-    ["watch", "orders/1"],
-    ["watch", "orders/"],
+    ["get", "jobs/1"],
+    ["get", "jobs/1", "--json"],
+    ["set", "jobs/1", "stage", "ready"],
+    ["set", "jobs/1", '{"a":1}'],
+    ["del", "jobs/1"],
+    ["watch", "jobs/1"],
+    ["watch", "jobs/"],
     ["list", "show", "open"],
-    ["list", "add", "open", "orders/1"],
+    ["list", "add", "open", "jobs/1"],
     ["emit", "scanner", "1"],
     ["on", "scanner"],
 ])
@@ -783,7 +783,7 @@ def test_hub_that_never_answers():
     listener.listen(4)
     port = listener.getsockname()[1]
     try:
-        result = run("get", "orders/1", "--server", f"ws://127.0.0.1:{port}", timeout=12)
+        result = run("get", "jobs/1", "--server", f"ws://127.0.0.1:{port}", timeout=12)
     finally:
         listener.close()
     assert result.rc == 1, result
@@ -801,27 +801,27 @@ def test_hub_that_never_answers():
     ["get", "/x"],
     ["get", "x/"],
     ["get", "a//b"],
-    ["get", "orders/1", "--bogus"],
-    ["get", "orders/1", "--path"],
-    ["get", "orders/1", "--json=1"],
+    ["get", "jobs/1", "--bogus"],
+    ["get", "jobs/1", "--path"],
+    ["get", "jobs/1", "--json=1"],
     ["set"],
-    ["set", "orders/1"],
+    ["set", "jobs/1"],
     ["set", "/x", '{"a":1}'],
-    ["set", "orders/1", "a", "b", "c"],
-    ["set", "orders/1", '{"a":1}', "--frobnicate"],
-    ["set", "orders/1", "stage", "x", "--if-version", "abc"],
-    ["set", "orders/1", "stage", "x", "--if-version", "-1"],
-    ["set", "orders/1", "stage", "x", "--if-version", "1.5"],
-    ["set", "orders/1", "stage", "x", "--if-version", ""],
+    ["set", "jobs/1", "a", "b", "c"],
+    ["set", "jobs/1", '{"a":1}', "--frobnicate"],
+    ["set", "jobs/1", "stage", "x", "--if-version", "abc"],
+    ["set", "jobs/1", "stage", "x", "--if-version", "-1"],
+    ["set", "jobs/1", "stage", "x", "--if-version", "1.5"],
+    ["set", "jobs/1", "stage", "x", "--if-version", ""],
     ["del"],
     ["del", "/x"],
-    ["del", "orders/1", "--if-version", "x"],
+    ["del", "jobs/1", "--if-version", "x"],
     ["watch"],
     ["watch", "/x"],
     ["watch", "a//b"],
-    ["watch", "orders/1", "--since", "abc"],
-    ["watch", "orders/1", "--since", "-1"],
-    ["watch", "orders/", "--path", "stage"],
+    ["watch", "jobs/1", "--since", "abc"],
+    ["watch", "jobs/1", "--since", "-1"],
+    ["watch", "jobs/", "--path", "stage"],
     ["list"],
     ["list", "show"],
     ["list", "frob", "open"],

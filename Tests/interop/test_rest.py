@@ -40,7 +40,7 @@ def assert_error(response, status: int, code: str) -> None:
 # Records
 
 
-@pytest.mark.parametrize("name", ["orders/42", "a/b/c/d", "plain", "intake/7f3c-ü"])
+@pytest.mark.parametrize("name", ["jobs/42", "a/b/c/d", "plain", "intake/7f3c-ü"])
 def test_put_get_envelope_and_etag(tally, name):
     created = put_record(tally, name, {"stage": "received", "qty": 2})
     assert created.status == 201, (created.status, created.body)
@@ -72,7 +72,7 @@ def test_names_with_reserved_characters_are_percent_encoded(tally):
 
 
 def test_if_match(tally):
-    name = "orders/etag"
+    name = "jobs/etag"
     put_record(tally, name, {"v": 1})
     put_record(tally, name, {"v": 2})
     before = head(tally)
@@ -89,40 +89,40 @@ def test_if_match(tally):
 
 @pytest.mark.parametrize("body", [b'{"stage": ', b"{'a': 1}", b"", b'{"a":1}x', b"\xff\xfe"])
 def test_malformed_json_is_400_and_writes_nothing(tally, body):
-    name = "orders/malformed"
+    name = "jobs/malformed"
     put_record(tally, name, {"keep": True})
     before = head(tally)
     for method in ("PUT", "PATCH"):
         response = rest(tally, method, record_path(name), body)
         assert_error(response, 400, "bad_json")
-    response = rest(tally, "PUT", record_path("orders/malformed-new"), body)
+    response = rest(tally, "PUT", record_path("jobs/malformed-new"), body)
     assert_error(response, 400, "bad_json")
     assert get_record(tally, name).json()["data"] == {"keep": True}
-    assert get_record(tally, "orders/malformed-new").status == 404
+    assert get_record(tally, "jobs/malformed-new").status == 404
     assert head(tally) == before
 
 
 @pytest.mark.parametrize("body", [[1, 2], "text", 42, None])
 def test_put_of_a_non_object_is_400(tally, body):
     before = head(tally)
-    response = rest(tally, "PUT", record_path("orders/not-object"), b"null" if body is None else body)
+    response = rest(tally, "PUT", record_path("jobs/not-object"), b"null" if body is None else body)
     assert response.status == 400, (response.status, response.body)
     assert response.error_code() in ("bad_field", "bad_json", "bad_message")
-    assert get_record(tally, "orders/not-object").status == 404
+    assert get_record(tally, "jobs/not-object").status == 404
     assert head(tally) == before
 
 
 def test_unknown_record_is_404(tally):
     before = head(tally)
-    assert_error(get_record(tally, "orders/nope"), 404, "not_found")
-    assert_error(rest(tally, "PATCH", record_path("orders/nope"), {"a": 1}), 404, "not_found")
-    assert_error(rest(tally, "DELETE", record_path("orders/nope")), 404, "not_found")
-    assert get_record(tally, "orders/nope").status == 404, "PATCH of an unknown record created it"
+    assert_error(get_record(tally, "jobs/nope"), 404, "not_found")
+    assert_error(rest(tally, "PATCH", record_path("jobs/nope"), {"a": 1}), 404, "not_found")
+    assert_error(rest(tally, "DELETE", record_path("jobs/nope")), 404, "not_found")
+    assert get_record(tally, "jobs/nope").status == 404, "PATCH of an unknown record created it"
     assert head(tally) == before
 
 
 def test_patch_is_rfc_7396(tally):
-    name = "orders/patch"
+    name = "jobs/patch"
     put_record(tally, name, {"a": 1, "b": {"c": 2, "d": 3}, "arr": [1, 2], "keep": True})
     response = rest(tally, "PATCH", record_path(name),
                     {"a": None, "b": {"c": None, "e": 4}, "arr": [3], "new": {"x": None, "y": [None]}},
@@ -134,7 +134,7 @@ def test_patch_is_rfc_7396(tally):
 
 
 def test_delete_record(tally):
-    name = "orders/del"
+    name = "jobs/del"
     put_record(tally, name, {"a": 1})
     put_record(tally, name, {"a": 2})
     response = rest(tally, "DELETE", record_path(name))
@@ -177,31 +177,31 @@ def test_list_endpoints(tally):
     name = "boards/main"
     url = list_path(name) + "/entries"
     assert rest(tally, "GET", list_path(name)).status == 404
-    first = rest(tally, "POST", url, "orders/1")
+    first = rest(tally, "POST", url, "jobs/1")
     assert first.status == 200, (first.status, first.body)
-    assert first.json()["entries"] == ["orders/1"] and first.json()["version"] == 1
+    assert first.json()["entries"] == ["jobs/1"] and first.json()["version"] == 1
     assert set(first.json()) >= {"name", "version", "seq", "entries"}
     assert first.json()["name"] == name
-    rest(tally, "POST", url, "orders/2")
-    inserted = rest(tally, "POST", url + "?at=0", "orders/0")
-    assert inserted.json()["entries"] == ["orders/0", "orders/1", "orders/2"]
-    rest(tally, "POST", url, "orders/1")
+    rest(tally, "POST", url, "jobs/2")
+    inserted = rest(tally, "POST", url + "?at=0", "jobs/0")
+    assert inserted.json()["entries"] == ["jobs/0", "jobs/1", "jobs/2"]
+    rest(tally, "POST", url, "jobs/1")
     got = rest(tally, "GET", list_path(name))
     assert got.status == 200
-    assert got.json()["entries"] == ["orders/0", "orders/1", "orders/2", "orders/1"]
+    assert got.json()["entries"] == ["jobs/0", "jobs/1", "jobs/2", "jobs/1"]
     assert got.json()["version"] == 4
 
-    removed = rest(tally, "DELETE", url + "/orders/1")
+    removed = rest(tally, "DELETE", url + "/jobs/1")
     assert removed.status == 200, (removed.status, removed.body)
-    assert removed.json()["entries"] == ["orders/0", "orders/2"], "every occurrence is removed"
+    assert removed.json()["entries"] == ["jobs/0", "jobs/2"], "every occurrence is removed"
     assert removed.json()["version"] == 5
 
     before = head(tally)
-    assert_error(rest(tally, "DELETE", url + "/orders/9"), 404, "not_found")
+    assert_error(rest(tally, "DELETE", url + "/jobs/9"), 404, "not_found")
     assert_error(rest(tally, "POST", url, b'{"not": "a string"}'), 400, "bad_field")
     assert_error(rest(tally, "POST", url, b'"unterminated'), 400, "bad_json")
     assert head(tally) == before
-    assert rest(tally, "GET", list_path(name)).json()["entries"] == ["orders/0", "orders/2"]
+    assert rest(tally, "GET", list_path(name)).json()["entries"] == ["jobs/0", "jobs/2"]
     assert get_record(tally, name).status == 404, "records and lists are separate namespaces"
 
 

@@ -100,7 +100,7 @@ def test_reply_echoes_ids_of_both_kinds(tally, sync_client):
 
 def test_record_subscription_and_versions(tally, sync_client):
     writer, watcher = sync_client(tally), sync_client(tally)
-    name = "orders/rec-1"
+    name = "jobs/rec-1"
     reply = watcher.ok("subscribe", name=name)
     assert reply["record"] is None, "the record does not exist yet"
     start = reply["seq"]
@@ -143,7 +143,7 @@ def test_record_subscription_and_versions(tally, sync_client):
 def test_path_subscription_receives_only_changes_under_its_path(tally, sync_client):
     writer = sync_client(tally)
     item_watcher, stage_watcher = sync_client(tally), sync_client(tally)
-    name = "orders/path-1"
+    name = "jobs/path-1"
     data = {"stage": "received", "note": "n0",
             "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2}]}
     writer.ok("set", name=name, data=data)
@@ -256,18 +256,18 @@ def test_list_subscription(tally, sync_client):
     writer.ok("addEntry", list="orders2", entry="x")
 
     replies = [
-        writer.ok("addEntry", list="orders", entry="orders/1"),
-        writer.ok("addEntry", list="orders", entry="orders/2", at=0),
-        writer.ok("addEntry", list="orders", entry="orders/1"),
-        writer.ok("removeEntry", list="orders", entry="orders/1"),
-        writer.ok("setEntries", list="orders", entries=["orders/3", "orders/4", "orders/3"]),
-        writer.ok("removeEntry", list="orders", entry="orders/3", at=2),
-        writer.ok("addEntry", list="orders", entry="orders/5", at=1),
+        writer.ok("addEntry", list="orders", entry="jobs/1"),
+        writer.ok("addEntry", list="orders", entry="jobs/2", at=0),
+        writer.ok("addEntry", list="orders", entry="jobs/1"),
+        writer.ok("removeEntry", list="orders", entry="jobs/1"),
+        writer.ok("setEntries", list="orders", entries=["jobs/3", "jobs/4", "jobs/3"]),
+        writer.ok("removeEntry", list="orders", entry="jobs/3", at=2),
+        writer.ok("addEntry", list="orders", entry="jobs/5", at=1),
     ]
     assert [r["version"] for r in replies] == list(range(1, 8))
     assert all(r["list"] == "orders" for r in replies)
     current = writer.ok("get", list="orders")
-    assert current["entries"] == ["orders/3", "orders/5", "orders/4"]
+    assert current["entries"] == ["jobs/3", "jobs/5", "jobs/4"]
     assert (current["version"], current["seq"]) == (7, replies[-1]["seq"])
     deleted = writer.ok("delete", list="orders")
     assert deleted["version"] == 8
@@ -279,13 +279,13 @@ def test_list_subscription(tally, sync_client):
         assert push["list"] == "orders" and "name" not in push.message
     shapes = [{k: v for k, v in p.message.items() if k not in ("op", "seq", "time", "list")} for p in got]
     assert shapes == [
-        {"version": 1, "kind": "addEntry", "entry": "orders/1", "index": 0},
-        {"version": 2, "kind": "addEntry", "entry": "orders/2", "index": 0},
-        {"version": 3, "kind": "addEntry", "entry": "orders/1", "index": 2},
-        {"version": 4, "kind": "removeEntry", "entry": "orders/1", "indexes": [1, 2]},
-        {"version": 5, "kind": "setEntries", "entries": ["orders/3", "orders/4", "orders/3"]},
-        {"version": 6, "kind": "removeEntry", "entry": "orders/3", "indexes": [2]},
-        {"version": 7, "kind": "addEntry", "entry": "orders/5", "index": 1},
+        {"version": 1, "kind": "addEntry", "entry": "jobs/1", "index": 0},
+        {"version": 2, "kind": "addEntry", "entry": "jobs/2", "index": 0},
+        {"version": 3, "kind": "addEntry", "entry": "jobs/1", "index": 2},
+        {"version": 4, "kind": "removeEntry", "entry": "jobs/1", "indexes": [1, 2]},
+        {"version": 5, "kind": "setEntries", "entries": ["jobs/3", "jobs/4", "jobs/3"]},
+        {"version": 6, "kind": "removeEntry", "entry": "jobs/3", "indexes": [2]},
+        {"version": 7, "kind": "addEntry", "entry": "jobs/5", "index": 1},
         {"version": 8, "kind": "delete"},
     ]
     writer.fail("get", "not_found", list="orders")
