@@ -95,11 +95,12 @@ enum IntakeCommand {
         let json = a.flag("json")
 
         let outbox: IntakeOutbox
-        var job: IntakeJob
+        let job: IntakeJob
+        let lock: OutboxLock
         do throws(OutboxError) {
             outbox = try IntakeOutbox(path: outboxPath)
-            job = try createJob(in: outbox, hub: access.httpBase, photos: photos, code: code, location: location,
-                                gps: gps, receive: receive)
+            (job, lock) = try createJob(in: outbox, hub: access.httpBase, photos: photos, code: code,
+                                        location: location, gps: gps, receive: receive)
         } catch {
             printError("\(error.message)")
             return 1
@@ -109,16 +110,23 @@ enum IntakeCommand {
             fflush(stdout)
         }
         IntakeCrash.point("copied")
-        return runJobs([job], outbox: outbox, access: access, json: json, quiet: a.flag("quiet"), single: true)
+        return runJobs([job], outbox: outbox, access: access, json: json, quiet: a.flag("quiet"), single: true,
+                       held: lock)
     }
 
     /// Copies the photos and stores the job, holding the outbox lock so no
-    /// other process removes a photo file between the copy and the insert.
+    /// other process removes a photo file between the copy and the insert;
+    /// returns the job with its run lock already held, so a concurrent
+    /// `resume` cannot take it over before it starts.
     private static func createJob(in outbox: IntakeOutbox, hub: String, photos: [IntakePhotos.Checked], code: String?,
-                                  location: String?, gps: (lat: Double, lon: Double)?, receive: Int?) throws(OutboxError) -> IntakeJob {
+                                  location: String?, gps: (lat: Double, lon: Double)?,
+                                  receive: Int?) throws(OutboxError) -> (IntakeJob, OutboxLock) {
         let lock = try outbox.lockAll()
         defer { lock.release() }
         let id = IntakePhotos.randomHex(8)
+        guard let jobLock = try outbox.lockJob(id) else {
+            throw OutboxError("cannot lock the new intake job \(id)")
+        }
         var stored: [IntakePhoto] = []
         for photo in photos {
             let (sha, size) = try IntakePhotos.copy(photo.path, into: outbox.photoDirectory)
@@ -137,7 +145,7 @@ enum IntakeCommand {
                                 StageRecord(stage: $0, status: .pending, result: nil, updated: now)
                             })
         try outbox.insert(job)
-        return job
+        return (job, jobLock)
     }
 
     // MARK: resume
@@ -201,7 +209,7 @@ enum IntakeCommand {
     /// Runs jobs one after another; stops at the first network failure
     /// (the next would fail the same way). Exit status 0 only if all are done.
     private static func runJobs(_ jobs: [IntakeJob], outbox: IntakeOutbox, access: HubAccess, json: Bool,
-                                quiet: Bool, single: Bool) -> Int32 {
+                                quiet: Bool, single: Bool, held: OutboxLock? = nil) -> Int32 {
         let group: EventLoopGroup
         do { group = try EventLoopGroup(threads: 1) } catch {
             printError("cannot start: \(error)")
@@ -215,13 +223,15 @@ enum IntakeCommand {
         for var job in jobs {
             let lock: OutboxLock
             do {
-                guard let held = try outbox.lockJob(job.id) else {
+                var acquired = held
+                if acquired == nil { acquired = try outbox.lockJob(job.id) }
+                guard let acquired else {
                     printError("intake job \(job.id) is being run by another tally process right now: skipped")
                     status = 1
                     finished.append(job)
                     continue
                 }
-                lock = held
+                lock = acquired
                 // Another process may have moved the job on before we got the lock.
                 if let current = try outbox.jobs(id: job.id).first { job = current }
             } catch {
@@ -266,6 +276,19 @@ enum IntakeCommand {
             throw UsageError(message: "intake status takes at most one JOB, not \(a.positionals.count)")
         }
         let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
+        // Looking creates nothing: no outbox file means no jobs.
+        if access(outboxPath, F_OK) != 0, errno == ENOENT {
+            if let wanted = a.positionals.first {
+                printError("no intake job '\(wanted)': there is no outbox at \(outboxPath) (see --outbox)")
+                return 1
+            }
+            if a.flag("json") {
+                output(.object(["outbox": .string(outboxPath), "jobs": .array([])]))
+            } else {
+                print("no intake jobs in \(outboxPath)")
+            }
+            return 0
+        }
         let outbox: IntakeOutbox
         let jobs: [IntakeJob]
         do throws(OutboxError) {
@@ -343,7 +366,9 @@ enum IntakeCommand {
             if onlyPositionals { rest.append(arg); continue }
             if arg == "--" { onlyPositionals = true; rest.append(arg); continue }
             if arg == "--\(name)" {
-                guard let value = iterator.next() else { throw UsageError(message: "--\(name) needs a value") }
+                guard let value = iterator.next(), !value.hasPrefix("--") else {
+                    throw UsageError(message: "--\(name) needs a value (for a file whose name starts with '--', write ./--name)")
+                }
                 values.append(value)
             } else if arg.hasPrefix("--\(name)=") {
                 values.append(String(arg.dropFirst(name.count + 3)))

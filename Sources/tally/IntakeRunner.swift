@@ -35,8 +35,10 @@ final class IntakeRunner {
     private let loop: EventLoop
     private var hub: HubClient?
     private let progress = UploadProgress()
-    /// Stage lines on stderr (off with --quiet).
-    var verbose = true
+    /// Stage lines and upload progress on stderr (off with --quiet).
+    var verbose = true {
+        didSet { progress.quiet = !verbose }
+    }
 
     init(outbox: IntakeOutbox, access: HubAccess, loop: EventLoop) {
         self.outbox = outbox

@@ -5,6 +5,8 @@
 /// and pipes get no carriage returns).
 final class UploadProgress {
     private let isTerminal = isatty(STDERR_FILENO) == 1
+    /// Nothing at all (`--quiet`).
+    var quiet = false
     private var label = ""
     private var lastDraw: Int64 = 0
     private var lastPercent = -1
@@ -20,7 +22,7 @@ final class UploadProgress {
 
     /// Redraws the bar at most every 100 ms or whole percent.
     func update(sent: Int, total: Int) {
-        guard isTerminal else { return }
+        guard isTerminal, !quiet else { return }
         let percent = total > 0 ? sent * 100 / total : 100
         let now = Self.monotonicMillis()
         guard percent != lastPercent, now - lastDraw >= 100 || percent == 100 || lastPercent < 0 else { return }
@@ -35,6 +37,7 @@ final class UploadProgress {
 
     /// The photo is stored: ends the bar (terminal) or prints its one line.
     func finish(label: String, sha256: String, size: Int, new: Bool) {
+        guard !quiet else { return }
         let line = "\(label) \(sha256.prefix(12)) \(Self.size(size)) \(new ? "stored" : "already stored")"
         if isTerminal {
             fputs("\r\(line)\u{1B}[K\n", stderr)
