@@ -267,93 +267,7 @@ enum IntakeCommand {
         return status
     }
 
-    // MARK: status
-
-    static func status(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "intake status", valued: ["outbox"], flags: ["json", "help"])
-        if a.flag("help") { print(help); return 0 }
-        guard a.positionals.count <= 1 else {
-            throw UsageError(message: "intake status takes at most one JOB, not \(a.positionals.count)")
-        }
-        let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
-        // Looking creates nothing: no outbox file means no jobs.
-        if access(outboxPath, F_OK) != 0, errno == ENOENT {
-            if let wanted = a.positionals.first {
-                printError("no intake job '\(wanted)': there is no outbox at \(outboxPath) (see --outbox)")
-                return 1
-            }
-            if a.flag("json") {
-                output(.object(["outbox": .string(outboxPath), "jobs": .array([])]))
-            } else {
-                print("no intake jobs in \(outboxPath)")
-            }
-            return 0
-        }
-        let outbox: IntakeOutbox
-        let jobs: [IntakeJob]
-        do throws(OutboxError) {
-            outbox = try IntakeOutbox(path: outboxPath)
-            jobs = try outbox.jobs()
-        } catch {
-            printError(error.message)
-            return 1
-        }
-        if let wanted = a.positionals.first {
-            guard let job = try find(wanted, in: jobs, outbox: outbox) else { return 1 }
-            if a.flag("json") { return printJSON(job) }
-            show(job)
-            return 0
-        }
-        if a.flag("json") {
-            output(.object(["outbox": .string(outbox.path), "jobs": .array(jobs.map { .object($0.json) })]))
-            return 0
-        }
-        if jobs.isEmpty { print("no intake jobs in \(outbox.path)") }
-        for job in jobs { show(job) }
-        return 0
-    }
-
-    private static func show(_ job: IntakeJob) {
-        var head = "job \(job.id) \(job.record) \(job.state.rawValue)"
-        if let item = job.item { head += " item \(item)\(job.newItem ? " (new)" : "")" }
-        head += " hub \(job.hub)"
-        print(head)
-        if let reason = job.reason { print("  reason: \(reason)") }
-        for row in job.stages {
-            var line = "  " + row.stage.rawValue.padding(10) + row.status.rawValue.padding(10)
-            if row.stage == .upload {
-                line += "\(job.photos.filter(\.uploaded).count)/\(job.photos.count) photos stored"
-                if let seq = row.result?["seq"], !seq.isNull { line += ", seq \(seq)" }
-            } else if let result = row.result {
-                line += result.map { "\($0.key) \($0.value.stringValue ?? $0.value.serializedString)" }.joined(separator: ", ")
-            }
-            print(line)
-        }
-        for photo in job.photos {
-            print("  photo \(photo.position + 1) \(photo.sha256) \(photo.type) \(UploadProgress.size(photo.size))\(photo.uploaded ? " stored" : "") \(photo.source)")
-        }
-    }
-
     // MARK: Helpers
-
-    /// A job by id, `intake/<id>`, or a unique id prefix (4+ characters).
-    private static func find(_ wanted: String, in jobs: [IntakeJob], outbox: IntakeOutbox) throws(UsageError) -> IntakeJob? {
-        let id = wanted.hasPrefix("intake/") ? String(wanted.dropFirst(7)) : wanted
-        if let job = jobs.first(where: { $0.id == id }) { return job }
-        let matches = id.count >= 4 ? jobs.filter { $0.id.hasPrefix(id) } : []
-        if matches.count == 1 { return matches[0] }
-        if matches.count > 1 {
-            throw UsageError(message: "'\(wanted)' matches \(matches.count) intake jobs: give more of the id")
-        }
-        printError("no intake job '\(wanted)' in the outbox \(outbox.path) (see 'tally intake status')")
-        return nil
-    }
-
-    @discardableResult
-    private static func printJSON(_ job: IntakeJob) -> Int32 {
-        output(.object(job.json))
-        return 0
-    }
 
     /// Takes every `--NAME VALUE` / `--NAME=VALUE` out of the arguments, in
     /// order (Arguments keeps only the last value of an option).
@@ -414,7 +328,7 @@ enum IntakeCommand {
         return String(cString: cwd) + "/" + path
     }
 
-    private static func output(_ value: JSONValue) { ClientCommands.output(value) }
+    static func output(_ value: JSONValue) { ClientCommands.output(value) }
 }
 
 extension String {

@@ -657,6 +657,33 @@ def test_resume_refuses_a_job_of_another_hub(tally_factory, cli, tmp_path):
     check_job_on_hub(first, job["job"], f"items/{job['job']}", photos, code=None, receive=None)
 
 
+def test_two_resumes_at_once_run_each_job_once(module_tally, cli, tmp_path):
+    """Jobs left behind by crashes, resumed by two processes at once: each
+    job is run by one of them (the other skips it or finds it done)."""
+    jobs = []
+    for index in range(3):
+        photos = [png(200 + index), jpeg(300 + index)]
+        crashed = new_job(cli, module_tally, write_photos(tmp_path, photos, prefix=f"j{index}"), "--receive", "1",
+                          env=cli.env(TALLY_INTAKE_CRASH_AT="copied"))
+        assert crashed.rc == -signal.SIGKILL, crashed
+        jobs.append(photos)
+    argv = [str(TALLY_BIN), "intake", "resume", *server_flag(module_tally), "--outbox", str(cli.outbox)]
+    runs = [subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=cli.env()) for _ in range(2)]
+    results = [run.communicate(timeout=RUN_TIMEOUT) for run in runs]
+    for run, (out, err) in zip(runs, results):
+        assert run.returncode == 0 or b"being run by another tally process" in err, (out, err)
+    states = outbox_jobs(cli)
+    if any(job["state"] != "done" for job in states):  # a skipped one: finish it
+        assert cli("intake", "resume", *server_flag(module_tally)).rc == 0
+        states = outbox_jobs(cli)
+    assert len(states) == len(jobs)
+    for job in states:
+        [photos] = [p for p in jobs if sha(p[0]) == job["photos"][0]["sha256"]]
+        assert job["state"] == "done"
+        check_job_on_hub(module_tally, job["job"], f"items/{job['job']}", photos, code=None, receive=1)
+
+
 def test_a_hub_that_is_down_leaves_the_job_resumable(tally_factory, cli, tmp_path):
     server = tally_factory()
     photos = [png(100), png(101)]
