@@ -1,0 +1,146 @@
+import Dispatch
+import Synchronization
+import TallyHTTP
+import TallyNet
+import TallyProtocol
+
+/// `PUT` and `GET /v1/blobs/{sha256}` (contract, "Blobs"): photo bytes in
+/// and out of a `BlobStore`.
+///
+/// Authorization and the cheap checks (name, type, size, signature) run on
+/// the loop thread, so a refused upload is answered at once. Hashing up to
+/// 16 MiB, fsyncing and reading files would stall every connection on the
+/// loop, so that work runs on `BlobWorkers` and is answered through the
+/// `HTTPResponder`, which may be called from any thread.
+enum BlobRoutes {
+    /// - Parameter authorize: returns the response to send instead (401 or
+    ///   403), or nil to go on; called with operation `create` or `read` and
+    ///   the name `blobs/<sha256>`.
+    static func add(to router: inout HTTPRouter<HubRoutes.Route>, blobs: BlobStore,
+                    authorize: @escaping @Sendable (HTTPRequest, _ operation: String, _ name: String) -> HTTPResponse?) {
+        let workers = BlobWorkers(count: min(4, max(2, ServerConfiguration.coreCount)))
+        router.add("PUT", "/v1/blobs/{sha256}", .deferred { request, parameters, responder in
+            let sha256 = parameters["sha256"] ?? ""
+            if let refusal = authorize(request, "create", "blobs/\(sha256)") { return responder.respond(refusal) }
+            do throws(BlobError) {
+                _ = try blobs.check(sha256: sha256, contentType: request.headers["Content-Type"], bytes: request.body)
+            } catch {
+                return responder.respond(response(for: error))
+            }
+            workers.async { responder.respond(put(request, sha256: sha256, blobs: blobs)) }
+        })
+        router.add("GET", "/v1/blobs/{sha256}", .deferred { request, parameters, responder in
+            let sha256 = parameters["sha256"] ?? ""
+            if let refusal = authorize(request, "read", "blobs/\(sha256)") { return responder.respond(refusal) }
+            do throws(BlobError) {
+                try BlobStore.validate(sha256: sha256)
+            } catch {
+                return responder.respond(response(for: error))
+            }
+            workers.async { responder.respond(get(request, sha256: sha256, blobs: blobs)) }
+        })
+    }
+
+    /// Stores the body: 201 when new, 200 when it was already there (the
+    /// upload is idempotent, so a client retries a lost answer freely).
+    static func put(_ request: HTTPRequest, sha256: String, blobs: BlobStore) -> HTTPResponse {
+        do {
+            let (created, type) = try blobs.put(sha256: sha256, contentType: request.headers["Content-Type"],
+                                                bytes: request.body)
+            var writer = MessageWriter()
+            writer.string("sha256", sha256)
+            writer.int("size", Int64(request.body.count))
+            writer.string("type", type)
+            var response = HTTPResponse.json(created ? .created : .ok, writer.finish())
+            response.headers.set("ETag", "\"\(sha256)\"")
+            if created { response.headers.set("Location", "/v1/blobs/\(sha256)") }
+            return response
+        } catch {
+            return self.response(for: error)
+        }
+    }
+
+    /// The bytes, cacheable forever: the name is their hash, so they never
+    /// change. `If-None-Match` with the ETag answers 304 without the bytes.
+    static func get(_ request: HTTPRequest, sha256: String, blobs: BlobStore) -> HTTPResponse {
+        let etag = "\"\(sha256)\""
+        var headers = HTTPHeaders()
+        headers.set("ETag", etag)
+        headers.set("Cache-Control", "public, max-age=31536000, immutable")
+        if matches(request.headers.values("If-None-Match"), sha256: sha256), blobs.exists(sha256: sha256) {
+            return HTTPResponse(status: .notModified, headers: headers)
+        }
+        let blob: (bytes: [UInt8], type: String)?
+        do { blob = try blobs.get(sha256: sha256) } catch { return response(for: error) }
+        guard let blob else {
+            return .error(.notFound, code: "not_found",
+                          message: "no blob \(sha256); PUT its bytes to /v1/blobs/\(sha256) first")
+        }
+        headers.set("Content-Type", blob.type)
+        // The type was checked against the bytes on upload; browsers must
+        // not second-guess it (an "image" that sniffs as HTML).
+        headers.set("X-Content-Type-Options", "nosniff")
+        return HTTPResponse(status: .ok, headers: headers, body: blob.bytes)
+    }
+
+    /// Whether an `If-None-Match` field names this blob's ETag or `*`.
+    /// RFC 9110 §13.1.2: the comparison is weak, so `W/"…"` matches too.
+    static func matches(_ fields: [String], sha256: String) -> Bool {
+        for field in fields {
+            for element in field.split(separator: ",") {
+                var tag = Substring(REST.trimmed(String(element)))
+                if tag == "*" { return true }
+                if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
+                if tag.count == 66, tag.first == "\"", tag.last == "\"", tag.dropFirst().dropLast() == sha256 {
+                    return true
+                }
+            }
+        }
+        return false
+    }
+
+    /// The one mapping from a blob error to its HTTP answer, in the REST
+    /// error envelope (`{"error":{"code","message",…}}`).
+    static func response(for error: BlobError) -> HTTPResponse {
+        var details: JSONObject = [:]
+        let status: HTTPStatus
+        switch error {
+        case .badSHA256:
+            status = .badRequest
+            details["field"] = "sha256"
+        case .unsupportedType, .signatureMismatch:
+            status = .unsupportedMediaType
+            details["field"] = "Content-Type"
+        case .tooLarge(_, let limit):
+            status = .payloadTooLarge
+            details["limit"] = .number(JSONNumber(limit))
+        case .checksumMismatch(_, let actual):
+            status = .badRequest
+            details["actual"] = .string(actual)
+        case .storageFailed:
+            status = .serviceUnavailable
+        }
+        let failure = ProtocolError(ErrorCode(rawValue: error.code), error.message, details: details)
+        var writer = MessageWriter()
+        writer.value("error", failure.json)
+        return .json(status, writer.finish())
+    }
+}
+
+/// A few serial queues taken in turn: enough to hash and fsync uploads in
+/// parallel, few enough that large uploads cannot claim every thread of the
+/// machine (a concurrent queue would start a thread per blocked fsync).
+final class BlobWorkers: Sendable {
+    private let queues: [DispatchQueue]
+    private let next = Atomic<Int>(0)
+
+    init(count: Int) {
+        queues = (0..<max(1, count)).map { DispatchQueue(label: "tally.blobs.\($0)") }
+    }
+
+    func async(_ work: @escaping @Sendable () -> Void) {
+        let turn = next.add(1, ordering: .relaxed).oldValue
+        // The counter wraps on overflow, hence the bit pattern.
+        queues[Int(UInt(bitPattern: turn) % UInt(queues.count))].async(execute: work)
+    }
+}

@@ -1,0 +1,252 @@
+@preconcurrency import Glibc
+import COpenSSL
+import Synchronization
+import TallyNet
+
+/// Content-addressed storage for photos: a blob's name is the SHA-256 of its
+/// bytes, so a blob never changes, uploads are idempotent and any cache may
+/// keep it forever.
+///
+/// On disk a blob lives at `<data>/blobs/ab/abcdef…` (a two-level fan-out on
+/// the first two hex digits, as git does for loose objects, so no directory
+/// grows past a few thousand entries). There is no sidecar: the type is read
+/// back from the bytes' signature, which `put` has already checked against
+/// the declared type. With no directory (`--data :memory:`) blobs live in a
+/// dictionary and vanish with the process.
+///
+/// Safe to call from any thread. `put` hashes and fsyncs, so callers run it
+/// off the event loop (see `BlobRoutes`).
+public final class BlobStore: Sendable {
+    /// 16 MiB: a full-resolution phone photo with room to spare (contract,
+    /// "Blobs": config `maxBlobSize`).
+    public static let defaultMaxBlobSize = 16 << 20
+
+    /// Largest blob `put` accepts, in bytes.
+    public let maxBlobSize: Int
+    private let backend: Backend
+
+    private enum Backend: Sendable {
+        case memory(Locked<[String: [UInt8]]>)
+        case disk(BlobFiles)
+    }
+
+    /// Opens (creating when missing) the blob store of a data directory.
+    ///
+    /// - Parameters:
+    ///   - directory: the hub's data directory; blobs go under
+    ///     `<directory>/blobs/`. Nil keeps blobs in memory.
+    ///   - maxBlobSize: the largest blob `put` accepts.
+    /// - Throws: `.storageFailed` when the directory cannot be created.
+    public init(directory: String?, maxBlobSize: Int = BlobStore.defaultMaxBlobSize) throws(BlobError) {
+        self.maxBlobSize = max(0, maxBlobSize)
+        if let directory {
+            let files = BlobFiles(root: directory + "/blobs")
+            try files.prepare(dataDirectory: directory)
+            backend = .disk(files)
+        } else {
+            backend = .memory(Locked([:]))
+        }
+    }
+
+    /// Verifies and stores a blob; storing one that is already there is a
+    /// no-op that still verifies.
+    ///
+    /// Checks run cheapest first, so a refused upload costs no hashing:
+    /// the name, the declared type, the size, the signature, then the hash.
+    ///
+    /// - Parameters:
+    ///   - sha256: the name the client chose: 64 lowercase hex digits.
+    ///   - contentType: the request's `Content-Type` (parameters ignored).
+    /// - Returns: whether this call stored it (`created`) and its type.
+    public func put(sha256: String, contentType: String?, bytes: [UInt8]) throws(BlobError) -> (created: Bool, type: String) {
+        let type = try check(sha256: sha256, contentType: contentType, bytes: bytes)
+        let actual = try BlobStore.sha256Hex(bytes)
+        guard actual == sha256 else { throw .checksumMismatch(expected: sha256, actual: actual) }
+        switch backend {
+        case .memory(let blobs):
+            let created = blobs.withLock { blobs in
+                guard blobs[sha256] == nil else { return false }
+                blobs[sha256] = bytes
+                return true
+            }
+            return (created, type)
+        case .disk(let files):
+            return (try files.write(sha256, bytes), type)
+        }
+    }
+
+    /// The checks of `put` that need no hashing and no disk, so a caller can
+    /// refuse a bad upload at once. Returns the canonical type.
+    public func check(sha256: String, contentType: String?, bytes: [UInt8]) throws(BlobError) -> String {
+        try BlobStore.validate(sha256: sha256)
+        let type = try BlobSignature.declaredType(contentType)
+        guard bytes.count <= maxBlobSize else { throw .tooLarge(size: bytes.count, limit: maxBlobSize) }
+        let found = BlobSignature.sniff(bytes)
+        guard found == type else { throw .signatureMismatch(declared: type, found: found, empty: bytes.isEmpty) }
+        return type
+    }
+
+    /// The blob's bytes and type (sniffed from its signature), or nil when
+    /// it is not stored.
+    ///
+    /// - Throws: `.badSHA256` for a malformed name, `.storageFailed` when
+    ///   the file exists but cannot be read.
+    public func get(sha256: String) throws(BlobError) -> (bytes: [UInt8], type: String)? {
+        try BlobStore.validate(sha256: sha256)
+        let bytes: [UInt8]?
+        switch backend {
+        case .memory(let blobs): bytes = blobs.withLock { $0[sha256] }
+        case .disk(let files): bytes = try files.read(sha256)
+        }
+        guard let bytes else { return nil }
+        // A file that matches no signature was damaged outside the hub; it
+        // is still served, as opaque bytes.
+        return (bytes, BlobSignature.sniff(bytes) ?? "application/octet-stream")
+    }
+
+    /// Whether the blob is stored; false for a malformed name.
+    public func exists(sha256: String) -> Bool {
+        guard (try? BlobStore.validate(sha256: sha256)) != nil else { return false }
+        switch backend {
+        case .memory(let blobs): return blobs.withLock { $0[sha256] != nil }
+        case .disk(let files): return files.exists(sha256)
+        }
+    }
+
+    /// Names are exactly 64 lowercase hex digits: one spelling per blob, so
+    /// the name is also a safe file name (no `/`, no `..`).
+    static func validate(sha256: String) throws(BlobError) {
+        let utf8 = sha256.utf8
+        guard utf8.count == 64, utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+            throw .badSHA256(sha256)
+        }
+    }
+
+    /// Lowercase hex SHA-256 (FIPS 180-4) of `bytes`, through OpenSSL's
+    /// one-shot `EVP_Digest`.
+    static func sha256Hex(_ bytes: [UInt8]) throws(BlobError) -> String {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        let ok = bytes.withUnsafeBytes { source in
+            digest.withUnsafeMutableBufferPointer { output in
+                EVP_Digest(source.baseAddress, source.count, output.baseAddress, &length, EVP_sha256(), nil)
+            }
+        }
+        guard ok == 1, length == 32 else { throw .storageFailed(operation: "hash the upload", path: "", errno: 0) }
+        let hex = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(64)
+        for byte in digest {
+            text.append(hex[Int(byte >> 4)])
+            text.append(hex[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}
+
+/// Why a blob was refused or could not be stored. `code` is the contract's
+/// wire code; `BlobRoutes` maps each case to its HTTP status.
+public enum BlobError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The name is not 64 lowercase hex digits (`bad_field`).
+    case badSHA256(String)
+    /// The declared type is missing or not one of `BlobSignature.types` (`unsupported_type`).
+    case unsupportedType(String?)
+    /// The bytes do not start with the declared type's signature (`unsupported_type`).
+    case signatureMismatch(declared: String, found: String?, empty: Bool)
+    /// Larger than the store's limit (`too_large`).
+    case tooLarge(size: Int, limit: Int)
+    /// The bytes hash to another name (`checksum_mismatch`).
+    case checksumMismatch(expected: String, actual: String)
+    /// The file system refused (`storage_failed`); `path` is for logs only.
+    case storageFailed(operation: String, path: String, errno: Int32)
+
+    public var code: String {
+        switch self {
+        case .badSHA256: "bad_field"
+        case .unsupportedType, .signatureMismatch: "unsupported_type"
+        case .tooLarge: "too_large"
+        case .checksumMismatch: "checksum_mismatch"
+        case .storageFailed: "storage_failed"
+        }
+    }
+
+    /// What to fix, fit for a client: it never names server paths.
+    public var message: String {
+        let types = BlobSignature.types.joined(separator: ", ")
+        switch self {
+        case .badSHA256(let name):
+            let shown = name.utf8.count > 80 ? String(name.prefix(80)) + "…" : name
+            return "the blob name must be the SHA-256 of its bytes as 64 lowercase hex digits, not \"\(shown)\""
+        case .unsupportedType(nil):
+            return "send the photo's Content-Type: one of \(types)"
+        case .unsupportedType(let type?):
+            return "Content-Type \(type) is not accepted; send one of \(types)"
+        case .signatureMismatch(let declared, _, true):
+            return "the body is empty; send the \(declared) bytes"
+        case .signatureMismatch(let declared, let found?, false):
+            return "the body is \(found) but Content-Type says \(declared); send the matching Content-Type"
+        case .signatureMismatch(let declared, nil, false):
+            return "the body does not start with the \(declared) signature; send an image of one of \(types)"
+        case .tooLarge(let size, let limit):
+            return "the blob is \(size) bytes; the limit is \(limit) (maxBlobSize): resize or recompress the photo"
+        case .checksumMismatch(let expected, let actual):
+            return "the body's SHA-256 is \(actual), not \(expected): hash the exact bytes you send and PUT them there"
+        case .storageFailed(let operation, _, let errno):
+            let reason = errno == 0 ? "internal error" : String(cString: strerror(errno))
+            return "the hub could not \(operation) (\(reason)); retry later, and tell the operator if it persists"
+        }
+    }
+
+    public var description: String {
+        if case .storageFailed(_, let path, _) = self, !path.isEmpty { return "\(code): \(message) [\(path)]" }
+        return "\(code): \(message)"
+    }
+}
+
+/// The image types the hub stores and their magic numbers.
+enum BlobSignature {
+    static let types = ["image/jpeg", "image/png", "image/webp", "image/gif", "image/heic"]
+
+    /// The canonical type of a `Content-Type` value: parameters dropped,
+    /// case folded (RFC 9110 §8.3.1: type and subtype are case-insensitive).
+    static func declaredType(_ contentType: String?) throws(BlobError) -> String {
+        guard let contentType else { throw .unsupportedType(nil) }
+        let media = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        let type = media.trimmingSpaces().lowercased()
+        guard types.contains(type) else { throw .unsupportedType(contentType.isEmpty ? nil : String(type)) }
+        return type
+    }
+
+    /// The type whose signature `bytes` start with, or nil.
+    ///
+    /// JPEG: SOI + the first marker's FF (`FF D8 FF`). PNG: the 8-byte
+    /// signature (RFC 2083 §3.1). GIF: `GIF87a`/`GIF89a`. WebP: a RIFF
+    /// container of form `WEBP` (RFC 9649 §2.5). HEIC: an ISO BMFF `ftyp`
+    /// box (ISO/IEC 14496-12 §4.3) whose major brand is a HEIF brand
+    /// (ISO/IEC 23008-12 Annex B: heic, heix, hevc, hevx, heim, heis, mif1,
+    /// msf1).
+    static func sniff(_ bytes: [UInt8]) -> String? {
+        func starts(_ prefix: [UInt8], at offset: Int = 0) -> Bool {
+            bytes.count >= offset + prefix.count && bytes[offset..<(offset + prefix.count)].elementsEqual(prefix)
+        }
+        if starts([0xFF, 0xD8, 0xFF]) { return "image/jpeg" }
+        if starts([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return "image/png" }
+        if starts(Array("GIF87a".utf8)) || starts(Array("GIF89a".utf8)) { return "image/gif" }
+        if starts(Array("RIFF".utf8)), starts(Array("WEBP".utf8), at: 8) { return "image/webp" }
+        if starts(Array("ftyp".utf8), at: 4), bytes.count >= 12 {
+            let brand = String(decoding: bytes[8..<12], as: UTF8.self)
+            if ["heic", "heix", "hevc", "hevx", "heim", "heis", "mif1", "msf1"].contains(brand) { return "image/heic" }
+        }
+        return nil
+    }
+}
+
+extension Substring {
+    /// Without leading and trailing spaces and tabs (HTTP's OWS).
+    fileprivate func trimmingSpaces() -> Substring {
+        var slice = self
+        while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
+        while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
+        return slice
+    }
+}
