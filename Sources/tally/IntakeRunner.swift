@@ -27,6 +27,8 @@ final class IntakeRunner {
     enum StageError: Error {
         case transient(CLIError)
         case permanent(String)
+        /// Someone marked the record failed on the hub: the job ends too.
+        case failedOnHub(String)
     }
 
     let outbox: IntakeOutbox
@@ -64,6 +66,9 @@ final class IntakeRunner {
                     return .interrupted(error)
                 case .permanent(let reason):
                     try fail(&job, at: stage, reason: reason)
+                    return .failed(reason)
+                case .failedOnHub(let reason):
+                    try outbox.finish(&job, state: .failed, stage: stage, reason: reason)
                     return .failed(reason)
                 }
             }
@@ -282,7 +287,7 @@ final class IntakeRunner {
               let current = envelope["data"]?["stage"]?.stringValue else { return false }
         if current == "failed" {
             let reason = envelope["data"]?["history"]?.arrayValue?.last?["reason"]?.stringValue
-            throw .permanent("\(job.record) was marked failed on the hub\(reason.map { ": \($0)" } ?? "")")
+            throw .failedOnHub("\(job.record) was marked failed on the hub\(reason.map { ": \($0)" } ?? "")")
         }
         let order = IntakeStage.workflowOrder
         guard let have = order.firstIndex(of: current), let want = order.firstIndex(of: target), have >= want else {

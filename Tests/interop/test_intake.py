@@ -371,6 +371,49 @@ def test_sigkill_at_each_point_then_resume(module_tally, cli, tmp_path, point):
     check_job_on_hub(server, job_id, f"items/{code}", photos, code=code, receive=4)
 
 
+def advance(server, record: str, body: dict) -> None:
+    response = rest(server, "POST", f"/v1/records/{record}/advance", body)
+    assert response.status == 200, (response.status, response.body[:300])
+
+
+def test_a_stage_already_applied_without_its_key_is_recognised(module_tally, cli, tmp_path):
+    """A stage the hub applied whose idempotency key is gone (keys live 24
+    hours; simulated by applying the stage from outside): the retried
+    advance is refused, the runner reads the record, sees it already there,
+    and goes on without applying anything twice."""
+    server = module_tally
+    photos = [png(400)]
+    crashed = new_job(cli, server, write_photos(tmp_path, photos), "--receive", "3",
+                      env=cli.env(TALLY_INTAKE_CRASH_AT="create:confirmed"))
+    assert crashed.rc == -signal.SIGKILL, crashed
+    [job] = outbox_jobs(cli)
+    item = f"items/{job['job']}"
+    assert put_record(server, item, {"name": "x", "codes": [], "serials": [], "stock": 0, "photos": []}).status == 201
+    advance(server, job["record"], {"from": "queued", "to": "created"})
+    # Also the last stage: killed before recording cover-set, then done applied from outside.
+    resumed = cli("intake", "resume", *server_flag(server), env=cli.env(TALLY_INTAKE_CRASH_AT="cover-set:confirmed"))
+    assert resumed.rc == -signal.SIGKILL, resumed
+    assert "is already created" in resumed.err, resumed
+    advance(server, job["record"], {"from": "cover-set", "to": "done"})
+    rest(server, "PATCH", f"/v1/records/{item}", {"stock": 3})
+    finished = cli("intake", "resume", *server_flag(server))
+    assert finished.rc == 0 and "is already done" in finished.err, finished
+    check_job_on_hub(server, job["job"], item, photos, code=None, receive=3)
+
+
+def test_a_record_failed_on_the_hub_ends_the_job(module_tally, cli, tmp_path):
+    crashed = new_job(cli, module_tally, write_photos(tmp_path, [png(410)]),
+                      env=cli.env(TALLY_INTAKE_CRASH_AT="create:confirmed"))
+    assert crashed.rc == -signal.SIGKILL, crashed
+    [job] = outbox_jobs(cli)
+    advance(module_tally, job["record"], {"to": "failed", "reason": "wrong shelf"})
+    resumed = cli("intake", "resume", *server_flag(module_tally))
+    assert resumed.rc == 1 and "marked failed on the hub: wrong shelf" in resumed.err, resumed
+    [job] = outbox_jobs(cli)
+    assert job["state"] == "failed" and "wrong shelf" in job["reason"]
+    assert get_record(module_tally, f"items/{job['job']}").status == 404  # nothing was created for it
+
+
 @pytest.mark.parametrize("point", ["copied", "created:sent", "upload:1", "upload:sent", "done:sent"])
 def test_sigkill_without_code_then_resume_by_job_id(module_tally, cli, tmp_path, point):
     server = module_tally
