@@ -178,7 +178,7 @@ class AuthClient(SyncClient):
         headers = {"Authorization": f"Bearer {header}"} if header is not None else None
         self.ws = connect(server.ws_url(WS_PATH), open_timeout=timeout, close_timeout=2,
                           ping_interval=None, max_size=None, compression=None, max_queue=None,
-                          additional_headers=headers, proxy=None)
+                          additional_headers=headers, proxy=None, legacy=True)
         self._ids = itertools.count(1)
         self._id_prefix = None
         self.pushes = deque()
@@ -209,7 +209,7 @@ def upgrade_refusal(server, header_value: str) -> Response:
     try:
         ws = connect(server.ws_url(WS_PATH), open_timeout=TIMEOUT, close_timeout=2,
                      ping_interval=None, compression=None, proxy=None,
-                     additional_headers={"Authorization": header_value})
+                     additional_headers={"Authorization": header_value}, legacy=True)
     except InvalidStatus as refused:
         response = refused.response
         headers = {k.lower(): v for k, v in response.headers.raw_items()}
