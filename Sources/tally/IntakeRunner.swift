@@ -29,6 +29,9 @@ final class IntakeRunner {
         case permanent(String)
         /// Someone marked the record failed on the hub: the job ends too.
         case failedOnHub(String)
+        /// The outbox could not record what the hub confirmed (the local
+        /// disk): the job stays as it was, resumable once that is fixed.
+        case local(OutboxError)
     }
 
     let outbox: IntakeOutbox
@@ -66,22 +69,30 @@ final class IntakeRunner {
                     return .interrupted(error)
                 case .permanent(let reason):
                     try fail(&job, at: stage, reason: reason)
+                    try removePhotos()
                     return .failed(reason)
                 case .failedOnHub(let reason):
                     try outbox.finish(&job, state: .failed, stage: stage, reason: reason)
+                    try removePhotos()
                     return .failed(reason)
+                case .local(let error):
+                    throw error
                 }
             }
         }
-        if job.state == .failed { return .failed(job.reason ?? "failed") }
         if job.state == .running {
             try outbox.finish(&job, state: .done)
         }
-        // The photos' bytes are on the hub now; keep none nobody needs.
+        try removePhotos()
+        return job.state == .failed ? .failed(job.reason ?? "failed") : .done
+    }
+
+    /// Drops the photo files no unfinished job needs (the job's bytes are
+    /// on the hub now, or the job has ended).
+    private func removePhotos() throws(OutboxError) {
         let lock = try outbox.lockAll()
+        defer { lock.release() }
         try outbox.removeUnneededPhotos()
-        lock.release()
-        return .done
     }
 
     private func perform(_ stage: IntakeStage, _ job: inout IntakeJob) throws(StageError) {
@@ -220,9 +231,7 @@ final class IntakeRunner {
         }
         progress.finish(label: label, sha256: photo.sha256, size: photo.size, new: response.status == 201)
         IntakeCrash.point("upload:\(photo.position + 1)")
-        do { try outbox.markUploaded(&job, position: photo.position) } catch {
-            throw .permanent("cannot record the upload of \(label): \(error.message)")
-        }
+        do { try outbox.markUploaded(&job, position: photo.position) } catch { throw .local(error) }
     }
 
     private func coverSet(_ job: inout IntakeJob) throws(StageError) {
@@ -300,9 +309,7 @@ final class IntakeRunner {
     }
 
     private func record(_ job: inout IntakeJob, _ stage: IntakeStage, _ result: JSONObject) throws(StageError) {
-        do { try outbox.confirm(&job, stage, result: result) } catch {
-            throw .permanent("cannot record the \(stage.rawValue) stage: \(error.message)")
-        }
+        do { try outbox.confirm(&job, stage, result: result) } catch { throw .local(error) }
     }
 
     /// The seq of an atomic write and the record's new version.

@@ -609,6 +609,7 @@ def test_a_refusal_fails_the_job_and_marks_the_record_failed(tally_factory, cli,
     assert record["stage"] == "failed" and "too_large" in record["history"][-1]["reason"], record
     again = cli("intake", "resume", job["job"], *server_flag(server))
     assert again.rc == 1 and "cannot be resumed" in again.err, again
+    assert list((cli.outbox.parent / "outbox-photos").iterdir()) == []  # an ended job keeps no photos
 
 
 def test_a_bad_token_leaves_the_job_resumable(tally_factory, cli, tmp_path):
