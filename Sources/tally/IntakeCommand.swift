@@ -47,11 +47,11 @@ enum IntakeCommand {
 
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         guard let sub = args.first, !sub.hasPrefix("-") else {
-            if args.first == "--help" || args.first == "-h" || args.isEmpty {
+            if args.first == "--help" || args.first == "-h" {
                 print(help)
-                return args.isEmpty ? 2 : 0
+                return 0
             }
-            throw UsageError(message: "intake needs a subcommand: new, resume or status")
+            throw UsageError(message: "intake needs a subcommand: new, resume or status ('tally intake --help')")
         }
         let rest = args.dropFirst()
         switch sub {
