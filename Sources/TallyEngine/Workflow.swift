@@ -53,6 +53,10 @@ public struct Workflow: Sendable, Equatable {
 
     public func roles(from: String, to: String) -> Set<String> { roles["\(from)->\(to)"] ?? roles["*"] ?? [] }
 
+    /// Whether `role` may make any transition at all: checked before
+    /// anything about a record is revealed to it.
+    public func mayAdvance(_ role: String) -> Bool { roles.values.contains { $0.contains(role) } }
+
     public func isOpen(_ stage: String) -> Bool { !terminal.contains(stage) }
 
     /// received → in-progress → ready → delivered, or cancelled from any
@@ -132,6 +136,12 @@ public struct WorkflowSet: Sendable {
 
     public func workflow(prefix: String) -> Workflow? { workflows.first { $0.prefix.sameBytes(as: prefix) } }
 
-    /// Stats records are written by the hub only.
-    public func isHubOwned(_ name: String) -> Bool { !statsNames.isEmpty && statsNames.contains(ByteKey(name)) }
+    /// Where the hub keeps aggregate records; no client writes under it.
+    public static let statsPrefix = "stats/"
+
+    /// Stats records (everything under `stats/`, and any configured stats
+    /// record elsewhere) are written by the hub only.
+    public func isHubOwned(_ name: String) -> Bool {
+        name.hasBytePrefix(Self.statsPrefix) || (!statsNames.isEmpty && statsNames.contains(ByteKey(name)))
+    }
 }

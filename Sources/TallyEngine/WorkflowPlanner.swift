@@ -47,8 +47,9 @@ public struct WorkflowPlanner: Sendable {
         for (index, write) in writes.enumerated() {
             do throws(ProtocolError) {
                 if workflows.isHubOwned(write.name) {
-                    throw ProtocolError(.forbidden, "\"\(write.name)\" is kept by the hub; it changes with its workflow's records",
-                                        details: ["role": .string(actor.role), "operation": "write", "name": .string(write.name)])
+                    let operation: JSONValue = switch write.action { case .delete, .deleteList: "delete"; default: "write" }
+                    throw ProtocolError(.forbidden, "\"\(write.name)\" is kept by the hub (records under \(WorkflowSet.statsPrefix) change with their workflows' records)",
+                                        details: ["role": .string(actor.role), "operation": operation, "name": .string(write.name)])
                 }
                 guard !write.isListWrite, let workflow = workflows.workflow(for: write.name) else {
                     try checkPlain(write, actor: actor, state: &state)
@@ -138,6 +139,11 @@ public struct WorkflowPlanner: Sendable {
         }
         switch write.action {
         case .advance(let step):
+            // A role that may make no transition learns nothing about the record.
+            guard workflow.mayAdvance(actor.role) else {
+                throw ProtocolError(.forbidden, "role \"\(actor.role)\" may not advance \"\(name)\": no \"\(workflow.prefix)\" transition allows it",
+                                    details: ["role": .string(actor.role), "operation": "advance", "name": .string(name)])
+            }
             guard let current else { throw ProtocolError(.notFound, "no record named \"\(name)\"") }
             try advance(write, step: step, index: index, workflow: workflow, current: current, actor: actor,
                         state: &state, now: now, delta: &delta, plan: &plan)
@@ -189,9 +195,9 @@ public struct WorkflowPlanner: Sendable {
             if case .key(let key)? = path.segments.first, workflow.protectedFields.contains(key) {
                 throw Self.useAdvance(key, workflow: workflow)
             }
-            // An order's item, qty and kind must stay valid (delivery reads them).
-            if workflow.kind == .order, case .key(let key)? = path.segments.first, ["item", "qty", "kind"].contains(key),
-               var after = Self.simulate(write.action, on: current!.data) {
+            // The domain fields must stay valid (delivery reads an order's
+            // item, qty and kind; an intake job holds at most 12 photos).
+            if var after = Self.simulate(write.action, on: current!.data) {
                 try validate(&after, workflow: workflow)
             }
             plan.primaries.append(plan.writes.count)
@@ -200,7 +206,7 @@ public struct WorkflowPlanner: Sendable {
             guard let current else { throw ProtocolError(.notFound, "no record named \"\(name)\"") }
             try require(.delete)
             guard workflow.deleteRoles.contains(actor.role) else {
-                throw ProtocolError(.forbidden, "role \"\(actor.role)\" may not delete \"\(workflow.prefix)\" records; that needs \(Self.list(workflow.deleteRoles.sorted()))",
+                throw ProtocolError(.forbidden, "role \"\(actor.role)\" may not delete \"\(name)\": deleting \"\(workflow.prefix)\" records needs \(Self.list(workflow.deleteRoles.sorted()))",
                                     details: ["role": .string(actor.role), "operation": "delete", "name": .string(name)])
             }
             plan.primaries.append(plan.writes.count)
@@ -262,7 +268,8 @@ public struct WorkflowPlanner: Sendable {
                                  "from": .string(stage), "to": .string(to)]
         if let reason = step.reason {
             entry["reason"] = .string(reason)
-            data["reason"] = .string(reason)
+            // Why a record failed stays on it, for the board to show.
+            if workflow.reasonRequired.contains(to) { data["reason"] = .string(reason) }
         }
         var history = data["history"]?.arrayValue ?? []
         let entered = history.last?.objectValue?["time"]?.numberValue?.int64Value ?? current.updated

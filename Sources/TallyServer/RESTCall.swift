@@ -35,6 +35,7 @@ enum REST {
         switch error.code {
         case .notFound: .notFound
         case .conflict: ifMatch ? .preconditionFailed : .conflict
+        case .illegalTransition, .insufficientStock: .conflict
         case .notANumber: .conflict
         case .tooLarge: .payloadTooLarge
         case .storageFailed, .shuttingDown: .serviceUnavailable

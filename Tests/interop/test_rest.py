@@ -40,7 +40,7 @@ def assert_error(response, status: int, code: str) -> None:
 # Records
 
 
-@pytest.mark.parametrize("name", ["jobs/42", "a/b/c/d", "plain", "intake/7f3c-ü"])
+@pytest.mark.parametrize("name", ["jobs/42", "a/b/c/d", "plain", "scans/7f3c-ü"])
 def test_put_get_envelope_and_etag(tally, name):
     created = put_record(tally, name, {"stage": "received", "qty": 2})
     assert created.status == 201, (created.status, created.body)
