@@ -6,11 +6,14 @@ import TallyStore
 public final class Hub: Sendable {
     public let server: Server
     public let core: HubCore
+    /// Photos, content-addressed (`/v1/blobs/{sha256}`).
+    public let blobs: BlobStore
     public var port: Int { server.port }
 
     /// Opens the store, starts the core, binds and starts serving.
     public init(configuration: HubConfiguration) throws(HubStartError) {
         let store: any Store
+        let inMemory = configuration.dataDirectory == ":memory:"
         do {
             store = configuration.dataDirectory == ":memory:"
                 ? MemoryStore(retention: configuration.retention)
@@ -20,10 +23,21 @@ public final class Hub: Sendable {
         } catch {
             throw .store(error)
         }
-        core.start()
-        let routes = HubRoutes(configuration: configuration, core: core)
         do {
-            server = try Server(configuration: configuration.server, application: routes)
+            blobs = try BlobStore(directory: inMemory ? nil : configuration.dataDirectory,
+                                  maxBlobSize: configuration.maxBlobBytes)
+        } catch {
+            throw .blobs(error)
+        }
+        core.start()
+        let routes = HubRoutes(configuration: configuration, core: core, blobs: blobs)
+        // Photo uploads are the largest request bodies; JSON routes keep
+        // their own (message size) limit when they parse.
+        var serverConfiguration = configuration.server
+        serverConfiguration.httpLimits.maxBodyBytes = max(serverConfiguration.httpLimits.maxBodyBytes,
+                                                          configuration.maxBlobBytes + (64 << 10))
+        do {
+            server = try Server(configuration: serverConfiguration, application: routes)
         } catch {
             core.stop()
             throw .bind(error)
@@ -42,11 +56,13 @@ public final class Hub: Sendable {
 
 public enum HubStartError: Error, CustomStringConvertible {
     case store(StoreError)
+    case blobs(BlobError)
     case bind(SystemError)
 
     public var description: String {
         switch self {
         case .store(let error): "cannot open the store: \(error)"
+        case .blobs(let error): "cannot open the blob store: \(error)"
         case .bind(let error): "\(error)"
         }
     }

@@ -55,6 +55,11 @@ public final class HubCore: @unchecked Sendable {
         case rest(RESTCall)
         case committed(CommitOutcome)
         case stop(@Sendable () -> Void)
+        /// Writes from inside the hub (the demo simulator), answered through
+        /// `done` on the core thread.
+        case system([Write], atomic: Bool, Actor, @Sendable (Result<JSONObject, ProtocolError>) -> Void)
+        /// Reads records under a prefix from inside the hub.
+        case scan(String, @Sendable ([RecordState]) -> Void)
     }
 
     enum Output {
@@ -139,6 +144,18 @@ public final class HubCore: @unchecked Sendable {
 
     func post(_ input: Input) { mailbox.post(input) }
 
+    /// Applies writes as `actor`, as a client's would be; `done` runs on the
+    /// core thread once they are accepted (not yet committed) or refused.
+    public func submit(_ writes: [Write], atomic: Bool = false, as actor: Actor,
+                       done: @escaping @Sendable (Result<JSONObject, ProtocolError>) -> Void = { _ in }) {
+        mailbox.post(.system(writes, atomic: atomic, actor, done))
+    }
+
+    /// The first 1000 records under `prefix`, delivered on the core thread.
+    public func scan(prefix: String, done: @escaping @Sendable ([RecordState]) -> Void) {
+        mailbox.post(.scan(prefix, done))
+    }
+
     func nextSessionID() -> Int { sessionCounter.add(1, ordering: .relaxed).newValue }
 
     public static let wallClockMillis: @Sendable () -> Int64 = {
@@ -163,6 +180,16 @@ public final class HubCore: @unchecked Sendable {
                 case .rest(let call): handle(call)
                 case .committed(let outcome): committed(outcome)
                 case .stop(let done): stopped = done
+                case .system(let writes, let atomic, let actor, let done):
+                    switch write(writes, atomic: atomic, key: nil, actor: actor) {
+                    case .success(let result):
+                        fanOut(result.changes)
+                        done(.success(result.reply))
+                    case .failure(let error):
+                        done(.failure(error))
+                    }
+                case .scan(let prefix, let done):
+                    done((try? records(prefix: prefix, after: nil, limit: 1000).0) ?? [])
                 }
             }
             for unit in units { store.submit(unit) }

@@ -26,7 +26,7 @@ final class HubRoutes: HTTPApplication {
     private let messageLimits: JSONLimits
     let metricsSource = MetricsSource()
 
-    init(configuration: HubConfiguration, core: HubCore) {
+    init(configuration: HubConfiguration, core: HubCore, blobs: BlobStore) {
         self.core = core
         var router = HTTPRouter<Route>()
         router.add("GET", "/healthz", .respond { _, _ in
@@ -47,6 +47,9 @@ final class HubRoutes: HTTPApplication {
         self.messageLimits = messageLimits
         router.add("GET", "/v1/ws", .sync)
         RESTRoutes.add(to: &router, limits: limits)
+        BlobRoutes.add(to: &router, blobs: blobs) { request, operation, name in
+            Self.authorize(core: core, request, Permission(rawValue: operation) ?? .write, name: name)
+        }
         self.router = router
     }
 
@@ -56,7 +59,7 @@ final class HubRoutes: HTTPApplication {
             return .respond(respond(request, parameters))
         case .found(.rest(let parse), let parameters):
             let actor: Actor
-            switch authenticate(request, headerRequired: true) {
+            switch Self.authenticate(core: core, request, headerRequired: true) {
             case .known(let known): actor = known!
             case .refused(let refusal): return .respond(refusal)
             }
@@ -70,7 +73,7 @@ final class HubRoutes: HTTPApplication {
             }
         case .found(.sync, _):
             let actor: Actor?
-            switch authenticate(request, headerRequired: false) {
+            switch Self.authenticate(core: core, request, headerRequired: false) {
             case .known(let known): actor = known
             case .refused(let refusal): return .respond(refusal)
             }
@@ -101,16 +104,16 @@ extension HubRoutes {
     /// everyone is admin; otherwise a bad token is refused with 401, and so is
     /// a missing one where `headerRequired` (a WebSocket may still send its
     /// token in hello, since browsers cannot set headers on the upgrade).
-    func authenticate(_ request: HTTPRequest, headerRequired: Bool) -> Authentication {
+    static func authenticate(core: HubCore, _ request: HTTPRequest, headerRequired: Bool) -> Authentication {
         guard let authenticator = core.configuration.authenticator else {
             return .known(Actor(user: "anonymous", role: "admin"))
         }
         guard let header = request.headers["Authorization"] else {
             if !headerRequired { return .known(nil) }
-            return .refused(unauthorized("this hub needs a token: send Authorization: Bearer <token>"))
+            return .refused(unauthorized(core: core, "this hub needs a token: send Authorization: Bearer <token>"))
         }
         guard let token = Authenticator.bearerToken(header), let actor = authenticator.actor(token: token) else {
-            return .refused(unauthorized("the Authorization header does not carry a token this hub knows (expected: Bearer <token>)"))
+            return .refused(unauthorized(core: core, "the Authorization header does not carry a token this hub knows (expected: Bearer <token>)"))
         }
         return .known(actor)
     }
@@ -121,9 +124,9 @@ extension HubRoutes {
     }
 
     /// Checks an operation for routes answered outside the core (blobs).
-    func authorize(_ request: HTTPRequest, _ permission: Permission, name: String) -> HTTPResponse? {
+    static func authorize(core: HubCore, _ request: HTTPRequest, _ permission: Permission, name: String) -> HTTPResponse? {
         let actor: Actor
-        switch authenticate(request, headerRequired: true) {
+        switch authenticate(core: core, request, headerRequired: true) {
         case .known(let known): actor = known!
         case .refused(let refusal): return refusal
         }
@@ -136,7 +139,7 @@ extension HubRoutes {
         }
     }
 
-    private func unauthorized(_ message: String) -> HTTPResponse {
+    private static func unauthorized(core: HubCore, _ message: String) -> HTTPResponse {
         let error = ProtocolError(.unauthorized, message)
         core.noteRefusalFromLoop(error, actor: nil)
         var response = REST.response(for: error)

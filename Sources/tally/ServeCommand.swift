@@ -159,9 +159,18 @@ enum ServeCommand {
         }
         fflush(stdout)
 
+        var demo: DemoSimulator?
+        if arguments.flag("demo") {
+            demo = DemoSimulator(core: hub.core, blobs: hub.blobs)
+            demo?.start()
+            print("demo: sample items, orders and intake jobs; a simulator moves them along every few seconds")
+        }
+        fflush(stdout)
+
         var received: Int32 = 0
         sigwait(&signals, &received)
         server.logger.info("server.stopping", ["signal": received == SIGINT ? "SIGINT" : "SIGTERM"])
+        demo?.stop()
         hub.shutdown()
         server.logger.info("server.stopped")
         return 0

@@ -1,0 +1,187 @@
+@preconcurrency import Glibc
+import Synchronization
+import TallyEngine
+import TallyProtocol
+
+/// `tally serve --demo`: sample items, orders and intake jobs (with generated
+/// photos), and a simulated stock room that moves them along at a human pace,
+/// so a new user sees a live board at once. Everything goes through the core
+/// like any client's writes: the stage rules, history and stats apply.
+public final class DemoSimulator: Sendable {
+    private let core: HubCore
+    private let blobs: BlobStore?
+    private let intervalMillis: Int
+    private let running = Atomic<Bool>(false)
+    private let finished = OneShotSignal()
+
+    static let staff = ["ana", "ben", "sam", "lea"]
+    static let items: [(id: String, name: String, location: String, stock: Int)] = [
+        ("drill-01", "Cordless drill", "A-1-03", 6), ("saw-02", "Circular saw", "A-1-07", 3),
+        ("ladder-03", "Step ladder 2 m", "B-2-01", 4), ("meter-04", "Multimeter", "C-1-02", 8),
+        ("gloves-05", "Work gloves (pair)", "C-3-05", 40), ("helmet-06", "Safety helmet", "C-3-01", 12),
+        ("tape-07", "Measuring tape 5 m", "C-1-04", 15), ("reel-08", "Cable reel 25 m", "B-1-06", 2),
+    ]
+
+    public init(core: HubCore, blobs: BlobStore?, intervalMillis: Int = 2500) {
+        self.core = core
+        self.blobs = blobs
+        self.intervalMillis = intervalMillis
+    }
+
+    /// Starts the simulator thread, which first seeds the sample data unless
+    /// there are items already (a restart keeps what the last run left).
+    /// Photos are made and stored on that thread, never on the core's.
+    public func start() {
+        running.store(true, ordering: .relaxed)
+        let box = Unmanaged.passRetained(self)
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { raw in
+            let simulator = Unmanaged<DemoSimulator>.fromOpaque(raw!).takeRetainedValue()
+            simulator.run()
+            return nil
+        }, box.toOpaque())
+        guard rc == 0 else { box.release(); running.store(false, ordering: .relaxed); finished.signal(); return }
+        pthread_detach(thread)
+    }
+
+    /// Stops the simulator; returns once its thread is done.
+    public func stop() {
+        guard running.exchange(false, ordering: .relaxed) else { return }
+        finished.wait()
+    }
+
+    // MARK: Seed
+
+    private func seed() {
+        let admin = Actor(user: "demo", role: "admin")
+        for (index, item) in Self.items.enumerated() {
+            var data: JSONObject = ["sku": .string(item.id.uppercased()), "name": .string(item.name),
+                                    "location": .string(item.location), "stock": .number(JSONNumber(item.stock)),
+                                    "serials": .array([.string("SN-\(1000 + index * 37)")]), "codes": []]
+            if let photo = photo(seed: UInt64(index), label: item.name) {
+                data["photos"] = .array([.string(photo)])
+                data["cover"] = .string(photo)
+            }
+            core.submit([Write(name: "items/\(item.id)", action: .set(data))], as: admin)
+        }
+        // Orders spread over the board: some just in, some in the works.
+        for (index, target) in [0, 0, 1, 1, 2, 3, 0, 2].enumerated() {
+            let item = Self.items[index % Self.items.count]
+            let name = "orders/demo-\(index + 1)"
+            core.submit([Write(name: name, action: .set(["item": .string("items/\(item.id)"), "qty": .number(JSONNumber(1 + index % 3)),
+                                                           "kind": .string(index == 5 ? "receive" : "issue")]))],
+                        as: actor())
+            for _ in 0..<target { core.submit([Write(name: name, action: .advance(Advance()))], as: actor()) }
+        }
+        for index in 0..<3 { newIntake(index: index, advanceBy: index) }
+    }
+
+    /// Stores a generated photo; its hash, or nil without a blob store.
+    private func photo(seed: UInt64, label: String) -> String? {
+        guard let blobs else { return nil }
+        let png = DemoImage.png(width: 320, height: 240, seed: seed, label: label)
+        guard let hash = try? BlobStore.sha256Hex(png),
+              (try? blobs.put(sha256: hash, contentType: "image/png", bytes: png)) != nil else { return nil }
+        return hash
+    }
+
+    private func newIntake(index: Int, advanceBy steps: Int) {
+        let id = "demo-\(UInt32.random(in: 0...UInt32.max))"
+        let itemName = "items/new-\(id)"
+        let photos = (0..<(2 + index % 2)).compactMap { photo(seed: UInt64(100 + index * 10 + $0), label: "Intake \(index + 1)") }
+        let job = "intake/\(id)"
+        core.submit([Write(name: job, action: .set(["item": .string(itemName), "location": "Receiving",
+                                                    "expectedPhotos": .number(JSONNumber(photos.count))]))], as: actor())
+        let plan: [(Advance, [Write])] = [
+            (Advance(to: "created"), [Write(name: itemName, action: .set(["name": .string("New item \(index + 1)"), "location": "Receiving",
+                                                                          "stock": 0, "serials": [], "codes": []]))]),
+            (Advance(to: "media-uploaded", data: ["photos": .array(photos.map(JSONValue.string))]), []),
+            (Advance(to: "cover-set", data: photos.first.map { ["cover": .string($0)] }), []),
+            (Advance(to: "done"), []),
+        ]
+        for (step, extra) in plan.prefix(steps) {
+            core.submit(extra + [Write(name: job, action: .advance(step))], atomic: true, as: actor())
+        }
+    }
+
+    // MARK: Simulation
+
+
+    private func actor() -> Actor {
+        Actor(user: Self.staff.randomElement()!, role: "staff")
+    }
+
+    /// Records under `prefix` (the first 1000), read through the core.
+    private func records(_ prefix: String) -> [RecordState] {
+        let result = Mutex<[RecordState]>([])
+        let done = OneShotSignal()
+        core.scan(prefix: prefix) { records in
+            result.withLock { $0 = records }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0 }
+    }
+
+    private func run() {
+        defer { finished.signal() }
+        if records("items/").isEmpty { seed() }
+        var tick = 0
+        while running.load(ordering: .relaxed) {
+            let pause = intervalMillis / 2 + Int.random(in: 0...intervalMillis)
+            var slept = 0
+            while slept < pause, running.load(ordering: .relaxed) {
+                usleep(100_000)
+                slept += 100
+            }
+            guard running.load(ordering: .relaxed) else { return }
+            tick += 1
+            if tick % 3 == 0 { stepIntake(tick: tick) } else { stepOrders() }
+        }
+    }
+
+    private func stepOrders() {
+        let orders = records("orders/")
+        let open = orders.filter { ["received", "in-progress", "ready"].contains($0.data["stage"]?.stringValue ?? "") }
+        if open.count < 5 {
+            let item = Self.items.randomElement()!
+            let kind = Int.random(in: 0..<5) == 0 ? "receive" : "issue"
+            core.submit([Write(name: "orders/\(UInt32.random(in: 0...UInt32.max))",
+                               action: .set(["item": .string("items/\(item.id)"),
+                                             "qty": .number(JSONNumber(Int.random(in: 1...3))),
+                                             "kind": .string(kind)]))], as: actor())
+        }
+        guard let order = open.randomElement() else { return }
+        let cancel = Int.random(in: 0..<12) == 0
+        core.submit([Write(name: order.name, action: .advance(Advance(to: cancel ? "cancelled" : nil)))], as: actor()) { [self] result in
+            // Short of stock: someone orders more in.
+            guard case .failure(let error) = result, error.code == .insufficientStock,
+                  case .string(let item)? = error.details["item"] else { return }
+            core.submit([Write(name: "orders/restock-\(UInt32.random(in: 0...UInt32.max))",
+                               action: .set(["item": .string(item), "qty": 10, "kind": "receive"]))], as: actor())
+        }
+    }
+
+    private func stepIntake(tick: Int) {
+        let jobs = records("intake/")
+        let open = jobs.filter { !["done", "failed"].contains($0.data["stage"]?.stringValue ?? "done") }
+        if open.count < 2 { return newIntake(index: tick, advanceBy: 0) }
+        guard let job = open.randomElement(), let stage = job.data["stage"]?.stringValue,
+              let item = job.data["item"]?.stringValue else { return }
+        switch stage {
+        case "queued":
+            core.submit([Write(name: item, action: .set(["name": "New item", "location": "Receiving", "stock": 0,
+                                                         "serials": [], "codes": []])),
+                         Write(name: job.name, action: .advance(Advance(to: "created")))], atomic: true, as: actor())
+        case "created":
+            let photos = (0..<3).compactMap { photo(seed: UInt64(tick * 10 + $0), label: job.name) }
+            core.submit([Write(name: job.name, action: .advance(Advance(to: "media-uploaded",
+                                                                        data: ["photos": .array(photos.map(JSONValue.string))])))],
+                        as: actor())
+        default:
+            let failed = Int.random(in: 0..<15) == 0
+            core.submit([Write(name: job.name, action: .advance(failed ? Advance(to: "failed", reason: "photos too dark") : Advance()))],
+                        as: actor())
+        }
+    }
+}
