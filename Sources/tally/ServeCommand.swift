@@ -25,6 +25,8 @@ enum ServeCommand {
                                is not loopback (no users configured)
       --demo                   start with sample items, orders and intake jobs,
                                and a simulator that moves them along
+      --demo-interval SECONDS  the simulator's mean pause between moves
+                               (default 2.5)
       --durability MODE        full (default), normal or off: SQLite synchronous
                                setting; only full survives a power loss
       --retain-changes N       changes kept in the log for resume (default 1000000)
@@ -47,7 +49,7 @@ enum ServeCommand {
         let arguments = try Arguments(args, command: "serve",
             valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-age",
                      "max-record-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
-                     "ping-interval", "idle-timeout", "log-level"],
+                     "ping-interval", "idle-timeout", "log-level", "demo-interval"],
             flags: ["no-echo", "no-compression", "open", "demo", "help"])
         if arguments.flag("help") { print(help); return 0 }
         try arguments.noPositionals("serve")
@@ -123,6 +125,10 @@ enum ServeCommand {
             throw UsageError(message: "--tls-cert and --tls-key go together")
         }
         configuration.server = server
+        let demoInterval = Int(try arguments.millis("demo-interval") ?? 2500)
+        if arguments.string("demo-interval") != nil, !arguments.flag("demo") {
+            throw UsageError(message: "--demo-interval goes with --demo")
+        }
         let open = configuration.core.authenticator == nil
         if open, !HubAccess.isLoopback(server.host), !arguments.flag("open") {
             printError("refusing to serve \(server.host) without authentication: anyone who can reach it could change everything. Add users to a --config file (README, \"Config file\"), bind 127.0.0.1, or pass --open if this network is trusted")
@@ -161,7 +167,7 @@ enum ServeCommand {
 
         var demo: DemoSimulator?
         if arguments.flag("demo") {
-            demo = DemoSimulator(core: hub.core, blobs: hub.blobs)
+            demo = DemoSimulator(core: hub.core, blobs: hub.blobs, intervalMillis: demoInterval)
             demo?.start()
             print("demo: sample items, orders and intake jobs; a simulator moves them along every few seconds")
         }
