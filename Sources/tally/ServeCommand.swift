@@ -158,7 +158,8 @@ enum ServeCommand {
                                               "tls": server.tls == nil ? "off" : "on",
                                               "echo": configuration.echo ? "on" : "off",
                                               "data": configuration.dataDirectory,
-                                              "durability": configuration.durability.rawValue])
+                                              "durability": configuration.durability.rawValue,
+                                              "auth": configuration.core.authenticator.map { "tokens (\($0.users.count) users)" } ?? "open"])
         print("tally listening on \(scheme)://\(host):\(hub.port)")
         if open {
             print("open mode: no users configured, so there is no authentication and every client acts as admin\(HubAccess.isLoopback(server.host) ? " (loopback only)" : " (--open)")")
