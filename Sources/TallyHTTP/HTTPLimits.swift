@@ -16,6 +16,27 @@ public struct HTTPLimits: Sendable {
     /// Largest decoded body. A larger Content-Length, or chunks adding up to
     /// more, answer 413 (RFC 9110 §15.5.14).
     public var maxBodyBytes = 1 << 20
+    /// Paths that take larger bodies (photo uploads): a request whose target
+    /// starts with one of these prefixes may carry up to its limit instead.
+    /// Everything else keeps `maxBodyBytes`, so one large route does not let
+    /// every request hold that much memory.
+    public var largeBodies: [LargeBody] = []
+
+    public struct LargeBody: Sendable, Equatable {
+        public var pathPrefix: String
+        public var maxBytes: Int
+
+        public init(pathPrefix: String, maxBytes: Int) {
+            self.pathPrefix = pathPrefix
+            self.maxBytes = maxBytes
+        }
+    }
 
     public init() {}
+
+    /// The body limit of a request with this target.
+    public func maxBodyBytes(target: String) -> Int {
+        for large in largeBodies where target.utf8.starts(with: large.pathPrefix.utf8) { return large.maxBytes }
+        return maxBodyBytes
+    }
 }

@@ -33,10 +33,11 @@ extension HTTPRequestParser {
                     return HTTPParseError(status: .badRequest, message: "conflicting Content-Length values")
                 }
                 contentLength = length
-                if length > limits.maxBodyBytes {
+                let limit = limits.maxBodyBytes(target: target)
+                if length > limit {
                     let size = length == Int.max ? "over \(Int.max)" : "\(length)"
                     return HTTPParseError(status: .payloadTooLarge,
-                                          message: "the body (\(size) bytes) is larger than \(limits.maxBodyBytes) bytes")
+                                          message: "the body (\(size) bytes) is larger than \(limit) bytes")
                 }
             case .transferCodings(let codings):
                 transferCodings = (transferCodings ?? []) + codings

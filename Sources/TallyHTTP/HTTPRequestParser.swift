@@ -329,8 +329,9 @@ public struct HTTPRequestParser: Sendable {
                     let (shifted, overflow) = chunkSize.multipliedReportingOverflow(by: 16)
                     chunkSize = shifted + digit
                     chunkSizeDigits += 1
-                    guard !overflow, chunkSize <= limits.maxBodyBytes - body.count else {
-                        return (i + 1, fail(.payloadTooLarge, "the chunked body is larger than \(limits.maxBodyBytes) bytes"))
+                    let limit = limits.maxBodyBytes(target: target)
+                    guard !overflow, chunkSize <= limit - body.count else {
+                        return (i + 1, fail(.payloadTooLarge, "the chunked body is larger than \(limit) bytes"))
                     }
                     i += 1
                     break

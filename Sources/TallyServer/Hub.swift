@@ -31,11 +31,11 @@ public final class Hub: Sendable {
         }
         core.start()
         let routes = HubRoutes(configuration: configuration, core: core, blobs: blobs)
-        // Photo uploads are the largest request bodies; JSON routes keep
-        // their own (message size) limit when they parse.
+        // Photo uploads are the only large request bodies: the parser allows
+        // them on the blob routes alone.
         var serverConfiguration = configuration.server
-        serverConfiguration.httpLimits.maxBodyBytes = max(serverConfiguration.httpLimits.maxBodyBytes,
-                                                          configuration.maxBlobBytes + (64 << 10))
+        serverConfiguration.httpLimits.largeBodies.append(
+            HTTPLimits.LargeBody(pathPrefix: "/v1/blobs/", maxBytes: configuration.maxBlobBytes + (64 << 10)))
         do {
             server = try Server(configuration: serverConfiguration, application: routes)
         } catch {

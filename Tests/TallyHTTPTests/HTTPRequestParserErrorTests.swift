@@ -191,6 +191,19 @@ struct HTTPRequestParserErrorTests {
         #expect(try #require(outcome.request).bodyText == body)
     }
 
+    @Test func largeBodyPathsHaveTheirOwnLimit() throws {
+        var limits = smallLimits(body: 16)
+        limits.largeBodies = [HTTPLimits.LargeBody(pathPrefix: "/v1/blobs/", maxBytes: 32)]
+        let body = String(repeating: "b", count: 32)
+        let big = parse("PUT /v1/blobs/ab HTTP/1.1\r\nHost: h\r\nContent-Length: 32\r\n\r\n" + body, limits: limits)
+        #expect(try #require(big.request).bodyText == body)
+        expectRejected(Array("PUT /v1/blobs/ab HTTP/1.1\r\nHost: h\r\nContent-Length: 33\r\n\r\n".utf8), .payloadTooLarge, limits: limits)
+        // Every other path keeps the small limit, chunked or not.
+        expectRejected(Array("PUT /v1/records/x HTTP/1.1\r\nHost: h\r\nContent-Length: 17\r\n\r\n".utf8), .payloadTooLarge, limits: limits)
+        expectRejected(Array(("POST /v1/blob HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n11\r\n" + String(repeating: "c", count: 17)).utf8),
+                       .payloadTooLarge, limits: limits)
+    }
+
     @Test func chunkedBodyOverTheLimitIs413AtTheChunkSize() {
         let limits = smallLimits(body: 16)
         let head = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n"

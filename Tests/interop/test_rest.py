@@ -338,3 +338,21 @@ def test_record_over_the_size_limit_is_413(tally_factory):
     assert get_record(server, "big/ok").json()["version"] == 1
     assert get_record(server, "big/new").status == 404
     assert head(server) == before
+
+
+def test_only_blob_routes_take_large_bodies(tally):
+    """A 3 MiB photo uploads through the hub; a 3 MiB JSON body anywhere else
+    is refused from its Content-Length (413) and writes nothing."""
+    import hashlib
+    import os
+    photo = b"\x89PNG\r\n\x1a\n" + os.urandom(3 << 20)
+    sha = hashlib.sha256(photo).hexdigest()
+    put = rest(tally, "PUT", f"/v1/blobs/{sha}", photo, headers={"Content-Type": "image/png"})
+    assert put.status == 201, put.body[:200]
+    assert put.json() == {"sha256": sha, "size": len(photo), "type": "image/png"}
+    got = rest(tally, "GET", f"/v1/blobs/{sha}")
+    assert got.status == 200 and hashlib.sha256(got.body).hexdigest() == sha
+    assert got.headers["content-type"] == "image/png"
+    big = b'{"x":"' + b"a" * (3 << 20) + b'"}'
+    assert_error(rest(tally, "PUT", record_path("jobs/big"), big), 413, "too_large")
+    assert rest(tally, "GET", record_path("jobs/big")).status == 404
