@@ -99,15 +99,18 @@ public struct Workflow: Sendable, Equatable {
         guard !stages.isEmpty else { return ("stages", "needs at least one stage") }
         guard Set(stages).count == stages.count else { return ("stages", "lists a stage twice") }
         let known = Set(stages)
-        for (from, targets) in transitions {
+        for (from, targets) in transitions.sorted(by: { $0.key < $1.key }) {
             guard known.contains(from) else { return ("transitions.\(from)", "\"\(from)\" is not one of the stages") }
             if let bad = targets.first(where: { !known.contains($0) }) {
                 return ("transitions.\(from)", "\"\(bad)\" is not one of the stages")
             }
             if terminal.contains(from) { return ("transitions.\(from)", "\"\(from)\" is terminal, so it has no transitions") }
         }
-        if let bad = terminal.first(where: { !known.contains($0) }) { return ("terminal", "\"\(bad)\" is not one of the stages") }
-        for key in roles.keys where key != "*" {
+        if let bad = terminal.sorted().first(where: { !known.contains($0) }) { return ("terminal", "\"\(bad)\" is not one of the stages") }
+        if let bad = reasonRequired.sorted().first(where: { !known.contains($0) }) {
+            return ("reasonRequired", "\"\(bad)\" is not one of the stages")
+        }
+        for key in roles.keys.sorted() where key != "*" {
             guard let arrow = key.firstRange(of: "->"),
                   allowed(from: String(key[..<arrow.lowerBound])).contains(String(key[arrow.upperBound...])) else {
                 return ("roles.\(key)", "must be \"*\" or \"from->to\" naming an allowed transition")

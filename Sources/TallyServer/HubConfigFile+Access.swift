@@ -85,6 +85,9 @@ extension HubConfigFile {
         var result: [String: Workflow?] = [:]
         for (prefix, entry) in object {
             let here = "\(path).\(prefix)"
+            guard prefix.hasSuffix("/"), prefix.utf8.count > 1 else {
+                throw Invalid(path: here, message: "a workflow is declared for a record prefix ending in '/', e.g. \"orders/\"")
+            }
             if entry == .null { result[prefix] = .some(nil); continue }
             guard case .object(let spec) = entry else { throw Invalid(path: here, message: "must be an object (or null to remove it)") }
             try known(spec, here, ["stageField", "stages", "transitions", "terminal", "roles", "deleteRoles", "stats", "list",

@@ -37,16 +37,18 @@ public struct HubConfigFile: Sendable {
     public struct Invalid: Error, CustomStringConvertible {
         public var path: String
         public var message: String
-        public var description: String { "\(path): \(message)" }
+        /// The JSON path of the offending entry; empty when the file as a
+        /// whole is the problem (unreadable, not JSON).
+        public var description: String { path.isEmpty ? message : "\(path): \(message)" }
     }
 
     public static func load(path: String) throws(Invalid) -> HubConfigFile {
         guard let contents = readFile(path) else {
-            throw Invalid(path: path, message: "cannot read the file: \(String(cString: strerror(errno)))")
+            throw Invalid(path: "", message: "cannot read the file: \(String(cString: strerror(errno)))")
         }
         let value: JSONValue
         do { value = try JSONValue.parse(Array(contents)) } catch {
-            throw Invalid(path: path, message: "not valid JSON: \(error.message) at byte \(error.offset)")
+            throw Invalid(path: "", message: "not valid JSON: \(error.message)")
         }
         return try parse(value)
     }
@@ -80,8 +82,9 @@ public struct HubConfigFile: Sendable {
                     switch inner {
                     case "changes": file.retainChanges = try int(innerValue, innerPath, 1...Int(Int32.max))
                     case "ageSeconds":
-                        guard case .number(let number) = innerValue, number.doubleValue > 0 else {
-                            throw Invalid(path: innerPath, message: "must be a number of seconds greater than 0")
+                        guard case .number(let number) = innerValue, number.doubleValue > 0,
+                              number.doubleValue <= 3650 * 86_400 else {
+                            throw Invalid(path: innerPath, message: "must be a number of seconds greater than 0 and at most 315360000 (10 years)")
                         }
                         file.retainAgeSeconds = number.doubleValue
                     default: throw Invalid(path: innerPath, message: "unknown setting; use \"changes\" or \"ageSeconds\"")
@@ -96,12 +99,15 @@ public struct HubConfigFile: Sendable {
         for (index, user) in (file.users ?? []).enumerated() where !roleNames.contains(user.role) {
             throw Invalid(path: "$.users[\(index)].role", message: "unknown role \"\(user.role)\"; known: \(roleNames.sorted().joined(separator: ", "))")
         }
-        for (prefix, flow) in file.workflows {
+        for (prefix, flow) in file.workflows.sorted(by: { $0.key < $1.key }) {
             guard let flow else { continue }
-            for (key, roles) in flow.roles {
-                if let bad = roles.first(where: { !roleNames.contains($0) }) {
+            for (key, roles) in flow.roles.sorted(by: { $0.key < $1.key }) {
+                if let bad = roles.sorted().first(where: { !roleNames.contains($0) }) {
                     throw Invalid(path: "$.workflows.\(prefix).roles.\(key)", message: "unknown role \"\(bad)\"; known: \(roleNames.sorted().joined(separator: ", "))")
                 }
+            }
+            if let bad = flow.deleteRoles.sorted().first(where: { !roleNames.contains($0) }) {
+                throw Invalid(path: "$.workflows.\(prefix).deleteRoles", message: "unknown role \"\(bad)\"; known: \(roleNames.sorted().joined(separator: ", "))")
             }
         }
         return file

@@ -266,7 +266,10 @@ struct HubConfigAccessTests {
         (#"{"workflows":["orders/"]}"#, "$.workflows", "must be an object"),
         // A new prefix needs stages, and a prefix ends with '/'.
         (#"{"workflows":{"repairs/":{"transitions":{}}}}"#, "$.workflows.repairs/.stages", "is missing"),
-        (#"{"workflows":{"repairs":{"stages":["open"]}}}"#, "$.workflows.repairs.prefix", "must end with '/'"),
+        (#"{"workflows":{"repairs":{"stages":["open"]}}}"#, "$.workflows.repairs", "ending in '/'"),
+        (#"{"workflows":{"orders":null}}"#, "$.workflows.orders", "ending in '/'"),
+        (#"{"workflows":{"orders/":{"deleteRoles":["boss"]}}}"#, "$.workflows.orders/.deleteRoles", "unknown role \"boss\""),
+        (#"{"workflows":{"orders/":{"reasonRequired":["cancled"]}}}"#, "$.workflows.orders/.reasonRequired", "\"cancled\" is not one of the stages"),
     ])
     func workflowMistakes(text: String, path: String, words: String) {
         Self.expectRefusal(text, path: path, words: words)

@@ -461,8 +461,9 @@ BAD_CONFIGS = [
     ("workflow-reason-type", {"workflows": {"intake/": {"reasonRequired": "failed"}}},
      "$.workflows.intake/.reasonRequired", None),
     ("workflow-new-no-stages", {"workflows": {"repairs/": {"transitions": {}}}}, "$.workflows.repairs/.stages", None),
-    ("workflow-prefix-slash", {"workflows": {"repairs": {"stages": ["open"]}}}, "$.workflows.repairs.prefix",
-     "$.workflows.repairs"),
+    ("workflow-prefix-null", {"workflows": {"orders": None}}, "$.workflows.orders", None),
+    ("retention-age-high", {"retention": {"ageSeconds": 315360001}}, "$.retention.ageSeconds", None),
+    ("workflow-prefix-slash", {"workflows": {"repairs": {"stages": ["open"]}}}, "$.workflows.repairs", None),
 ]
 
 
@@ -499,7 +500,7 @@ EDGE_CONFIGS = [
     ("lowest", {"host": "127.0.0.1", "port": 0, "threads": 1, "data": "d", "durability": "off",
                 "retention": {"changes": 1, "ageSeconds": 0.001},
                 "maxRecordSize": 1, "maxMessageSize": 1, "maxBlobSize": 1}),
-    ("highest", {"port": 65535, "threads": 256, "retention": {"changes": 2147483647, "ageSeconds": 1e9},
+    ("highest", {"port": 65535, "threads": 256, "retention": {"changes": 2147483647, "ageSeconds": 315360000},
                  "maxRecordSize": 1073741824, "maxMessageSize": 1073741824, "maxBlobSize": 1073741824}),
     ("empty-members", {"retention": {}, "users": [], "roles": {}, "workflows": {}}),
     ("users", {"users": [{"name": "ana", "role": "staff", "tokenSha256": GOOD_HASH.upper()},
@@ -507,7 +508,7 @@ EDGE_CONFIGS = [
                "roles": {"auditor": [{"names": "**", "allow": []},
                                      {"names": "orders/*", "allow": ["read"], "own": False}],
                          "client": []}}),
-    ("workflows", {"workflows": {"orders/": {}, "intake/": None, "notaprefix": None, "shelf/": None,
+    ("workflows", {"workflows": {"orders/": {}, "intake/": None, "shelf/": None,
                                  "repairs/": {"stages": ["open"]},
                                  "sales/": {"stageField": "status", "stages": ["new", "delivered"],
                                             "transitions": {"new": ["delivered"]}, "terminal": ["delivered"],
