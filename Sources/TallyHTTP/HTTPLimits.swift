@@ -25,10 +25,13 @@ public struct HTTPLimits: Sendable {
     public struct LargeBody: Sendable, Equatable {
         public var pathPrefix: String
         public var maxBytes: Int
+        /// What to change to allow more, named in the 413 (e.g. "maxBlobSize").
+        public var setting: String?
 
-        public init(pathPrefix: String, maxBytes: Int) {
+        public init(pathPrefix: String, maxBytes: Int, setting: String? = nil) {
             self.pathPrefix = pathPrefix
             self.maxBytes = maxBytes
+            self.setting = setting
         }
     }
 
@@ -36,7 +39,17 @@ public struct HTTPLimits: Sendable {
 
     /// The body limit of a request with this target.
     public func maxBodyBytes(target: String) -> Int {
-        for large in largeBodies where target.utf8.starts(with: large.pathPrefix.utf8) { return large.maxBytes }
-        return maxBodyBytes
+        largeBody(target: target)?.maxBytes ?? maxBodyBytes
+    }
+
+    func largeBody(target: String) -> LargeBody? {
+        largeBodies.first { target.utf8.starts(with: $0.pathPrefix.utf8) }
+    }
+
+    /// "N bytes", plus the setting that raises it where there is one.
+    func describeBodyLimit(target: String) -> String {
+        let large = largeBody(target: target)
+        let limit = large?.maxBytes ?? maxBodyBytes
+        return large?.setting.map { "\(limit) bytes (the hub's \($0))" } ?? "\(limit) bytes"
     }
 }

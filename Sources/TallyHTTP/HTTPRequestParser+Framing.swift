@@ -37,7 +37,7 @@ extension HTTPRequestParser {
                 if length > limit {
                     let size = length == Int.max ? "over \(Int.max)" : "\(length)"
                     return HTTPParseError(status: .payloadTooLarge,
-                                          message: "the body (\(size) bytes) is larger than \(limit) bytes")
+                                          message: "the body (\(size) bytes) is larger than \(limits.describeBodyLimit(target: target))")
                 }
             case .transferCodings(let codings):
                 transferCodings = (transferCodings ?? []) + codings

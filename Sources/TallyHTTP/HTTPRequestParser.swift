@@ -331,7 +331,7 @@ public struct HTTPRequestParser: Sendable {
                     chunkSizeDigits += 1
                     let limit = limits.maxBodyBytes(target: target)
                     guard !overflow, chunkSize <= limit - body.count else {
-                        return (i + 1, fail(.payloadTooLarge, "the chunked body is larger than \(limit) bytes"))
+                        return (i + 1, fail(.payloadTooLarge, "the chunked body is larger than \(limits.describeBodyLimit(target: target))"))
                     }
                     i += 1
                     break

@@ -35,7 +35,7 @@ public final class Hub: Sendable {
         // them on the blob routes alone.
         var serverConfiguration = configuration.server
         serverConfiguration.httpLimits.largeBodies.append(
-            HTTPLimits.LargeBody(pathPrefix: "/v1/blobs/", maxBytes: configuration.maxBlobBytes + (64 << 10)))
+            HTTPLimits.LargeBody(pathPrefix: "/v1/blobs/", maxBytes: configuration.maxBlobBytes, setting: "maxBlobSize"))
         do {
             server = try Server(configuration: serverConfiguration, application: routes)
         } catch {

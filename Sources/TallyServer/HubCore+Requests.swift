@@ -326,7 +326,10 @@ extension HubCore {
 
     /// Applies writes (idempotently when keyed), queues their store unit and
     /// pushes. The caller answers after `seq` is committed.
-    func write(_ writes: [Write], atomic: Bool, key: String?, actor: Actor) -> Result<WriteResult, ProtocolError> {
+    func write(_ writes: [Write], atomic: Bool, key clientKey: String?, actor: Actor) -> Result<WriteResult, ProtocolError> {
+        // With users, keys are each user's own: another user's key neither
+        // replays that user's answer nor blocks a write.
+        let key = clientKey.map { configuration.authenticator == nil ? $0 : "\(actor.user)\u{1F}\($0)" }
         if let key {
             switch priorReply(for: key) {
             case .success(let prior?): return .success(WriteResult(seq: prior.seq, reply: prior.reply, changes: []))

@@ -193,6 +193,20 @@ def test_rest_needs_a_token(hub):
 # What each role may do
 
 
+def test_idempotency_keys_belong_to_their_user(hub, as_user):
+    """Reusing another user's key neither replays that user's answer nor
+    skips the write; a read-only user's reuse is still refused."""
+    server, tokens = hub
+    ana, sam, wall = as_user("ana"), as_user("sam"), as_user("wall")
+    key = f"k-{uid()}"
+    first = ana.ok("set", name=f"notes/{uid()}", data={"by": "ana"}, idem=key)
+    assert ana.ok("set", name="notes/ignored", data={}, idem=key)["seq"] == first["seq"]  # a retry
+    other = f"notes/{uid()}"
+    mine = sam.ok("set", name=other, data={"by": "sam"}, idem=key)
+    assert mine["name"] == other and mine["seq"] > first["seq"]
+    forbidden(wall, "set", "dashboard", "create", "notes/by-wall", name="notes/by-wall", data={}, idem=key)
+
+
 def test_dashboard_is_read_only(hub, as_user):
     server, tokens = hub
     admin, wall = as_user("root"), as_user("wall")
