@@ -23,15 +23,7 @@ extension IntakeCommand {
             }
             return 0
         }
-        let outbox: IntakeOutbox
-        let jobs: [IntakeJob]
-        do throws(OutboxError) {
-            outbox = try IntakeOutbox(path: outboxPath)
-            jobs = try outbox.jobs()
-        } catch {
-            printError(error.message)
-            return 1
-        }
+        guard let (outbox, jobs) = openOutbox(outboxPath) else { return 1 }
         if let wanted = a.positionals.first {
             guard let job = try find(wanted, in: jobs, outbox: outbox) else { return 1 }
             if a.flag("json") { return printJSON(job) }

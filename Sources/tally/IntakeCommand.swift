@@ -82,15 +82,8 @@ enum IntakeCommand {
         let location = try text(a, "location", max: 1000)
         let gps = try a.string("gps").map { (text) throws(UsageError) in try parseGPS(text) }
         let receive = try a.int("receive", in: 1...1_000_000_000)
-        let access = HubAccess(a)
-        try checkServer(access)
         // Refuse a token in plain text before anything is written or sent.
-        do {
-            try access.checkTransport(access.url)
-        } catch {
-            printError(error.message)
-            return 1
-        }
+        guard let access = try checkedAccess(a) else { return 1 }
         let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
         let json = a.flag("json")
 
@@ -157,24 +150,10 @@ enum IntakeCommand {
         guard a.positionals.count <= 1 else {
             throw UsageError(message: "intake resume takes at most one JOB, not \(a.positionals.count)")
         }
-        let access = HubAccess(a)
-        try checkServer(access)
-        do {
-            try access.checkTransport(access.url)
-        } catch {
-            printError(error.message)
-            return 1
-        }
+        guard let access = try checkedAccess(a) else { return 1 }
         let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
-        let outbox: IntakeOutbox
-        var jobs: [IntakeJob]
-        do throws(OutboxError) {
-            outbox = try IntakeOutbox(path: outboxPath)
-            jobs = try outbox.jobs()
-        } catch {
-            printError(error.message)
-            return 1
-        }
+        guard let (outbox, allJobs) = openOutbox(outboxPath) else { return 1 }
+        var jobs = allJobs
         let hub = access.httpBase
         if let wanted = a.positionals.first {
             guard let job = try find(wanted, in: jobs, outbox: outbox) else { return 1 }
@@ -315,9 +294,31 @@ enum IntakeCommand {
     }
 
     /// A `--server` the HTTP client can use, or a usage error.
-    static func checkServer(_ access: HubAccess) throws(UsageError) {
+    /// The hub's address and token from the flags: a malformed --server is a
+    /// usage error; a token that would go out in plain text is refused
+    /// (printed, nil) before anything is written or sent.
+    static func checkedAccess(_ a: Arguments) throws(UsageError) -> HubAccess? {
+        let access = HubAccess(a)
         do { _ = try WebSocketURL(access.httpBase) } catch {
             throw UsageError(message: "--server: \(error)")
+        }
+        do {
+            try access.checkTransport(access.url)
+        } catch {
+            printError(error.message)
+            return nil
+        }
+        return access
+    }
+
+    /// The outbox and its jobs; nil (the reason printed) when it cannot be read.
+    static func openOutbox(_ path: String) -> (IntakeOutbox, [IntakeJob])? {
+        do throws(OutboxError) {
+            let outbox = try IntakeOutbox(path: path)
+            return (outbox, try outbox.jobs())
+        } catch {
+            printError(error.message)
+            return nil
         }
     }
 

@@ -25,8 +25,7 @@ enum ResolveCommand {
         guard !code.isEmpty, code.utf8.count <= 2048 else {
             throw UsageError(message: "CODE must be 1 to 2048 bytes")
         }
-        let access = HubAccess(a)
-        try IntakeCommand.checkServer(access)
+        guard let access = try IntakeCommand.checkedAccess(a) else { return 1 }
         let response: HTTPClientResponse
         do {
             response = try HTTPClient(access: access).get("/v1/resolve/\(HTTPClient.percentEncode(code))")

@@ -7,7 +7,7 @@ import TallyProtocol
 @Suite("PathReplay")
 struct PathReplayTests {
     /// A deterministic generator (SplitMix64), so failures reproduce.
-    struct Generator {
+    struct Generator: RandomNumberGenerator {
         var state: UInt64
         mutating func next() -> UInt64 {
             state &+= 0x9E37_79B9_7F4A_7C15

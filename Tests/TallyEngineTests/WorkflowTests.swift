@@ -212,7 +212,7 @@ struct WorkflowTests {
 
     @Test func statsEqualARecountAfterRandomTransitions() throws {
         let hub = WorkflowHarness()
-        var generator = SeededGenerator(seed: 42)
+        var generator = PathReplayTests.Generator(state: 42)
         try hub.apply([Write(name: "items/drill", action: .set(["stock": 1_000_000]))], as: admin)
         let names = (0..<40).map { "orders/\($0)" }
         for name in names { try hub.apply([Write(name: name, action: .set(order()))], as: staff) }
@@ -291,18 +291,5 @@ struct AccessTests {
         try hub.apply([Write(name: "orders/mine", action: .delete)], as: admin)
         #expect(hub.state.list(named: "orders")?.entries == ["orders/theirs"])
         #expect(hub.data("stats/orders")?["total"] == 1)
-    }
-}
-
-/// SplitMix64: a repeatable generator for randomized tests.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E4B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -9,21 +9,10 @@ import TallyProtocol
 /// file's roles and workflows merge over the shipped ones.
 @Suite("HubConfigFile access")
 struct HubConfigAccessTests {
-    static func parse(_ text: String) throws -> HubConfigFile {
-        try HubConfigFile.parse(try JSONValue.parse(text))
-    }
+    static func parse(_ text: String) throws -> HubConfigFile { try HubConfigFileTests.parse(text) }
 
     /// The refusal's "PATH: message", or nil when the text is accepted.
-    static func refusal(_ text: String) -> String? {
-        do {
-            _ = try parse(text)
-            return nil
-        } catch let error as HubConfigFile.Invalid {
-            return error.description
-        } catch {
-            return "not a config error: \(error)"
-        }
-    }
+    static func refusal(_ text: String) -> String? { HubConfigFileTests.refusal(text) }
 
     static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef")
