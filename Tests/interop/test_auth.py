@@ -484,3 +484,30 @@ def test_cli_with_a_token(hub, as_user):
     rc, out, err = cli(server, "order", "advance", order, "--token", tokens["ana"])
     assert rc == 0, (rc, out, err)
     assert admin.ok("get", name=order)["data"]["stage"] == "in-progress"
+
+
+@pytest.mark.parametrize("server_url", ["ws://192.0.2.1:9", "http://192.0.2.1:9/", "ws://[2001:db8::1]:9",
+                                        "ws://tally.example:8080"])
+@pytest.mark.parametrize("command", [["get", "notes/x"], ["set", "notes/x", "n", "1"], ["watch", "notes/"],
+                                     ["order", "ls"], ["emit", "t", "{}"]])
+def test_the_cli_never_sends_a_token_in_plain_text_off_this_machine(server_url, command):
+    """Refused before any connection is tried (TEST-NET addresses would only
+    time out), with a message saying how to proceed; TALLY_TOKEN counts too."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TALLY_URL", "TALLY_TOKEN")}
+    for extra, env_extra in ((["--token", "secret"], {}), ([], {"TALLY_TOKEN": "secret"})):
+        argv = [str(TALLY_BIN), *command, "--server", server_url, *extra]
+        started = time.monotonic()
+        done = subprocess.run(argv, capture_output=True, timeout=15, stdin=subprocess.DEVNULL, env={**env, **env_extra})
+        err = done.stderr.decode(errors="replace")
+        assert done.returncode == 1, (argv, done.returncode, err)
+        assert "plain text" in err and "--insecure" in err and "wss://" in err, err
+        assert time.monotonic() - started < 3, "the refusal must come before any connection attempt"
+
+
+def test_a_token_may_go_in_plain_text_to_loopback(hub, as_user):
+    server, tokens = hub
+    for host in ("127.0.0.1", "localhost"):
+        done = subprocess.run([str(TALLY_BIN), "get", "stats/orders", "--server", f"ws://{host}:{server.port}",
+                               "--token", tokens["wall"]], capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
+        assert done.returncode in (0, 1), done
+        assert b"plain text" not in done.stderr, done.stderr

@@ -150,6 +150,12 @@ func checkWrite(_ write: Write, op: String, object: JSONObject) {
             check(value == .string(text), "entry \(value) decoded as \(text.debugDescription)")
         }
         checkName(write.name, field: "list", in: object)
+    case ("advance", .advance(let step)):
+        check(object["from"] == step.from.map(JSONValue.string) && object["to"] == step.to.map(JSONValue.string),
+              "advance's from/to changed in decoding")
+        check(object["reason"] == step.reason.map(JSONValue.string), "advance's reason changed in decoding")
+        check(object["data"] == step.data.map(JSONValue.object), "advance's data changed in decoding")
+        checkName(write.name, field: "name", in: object)
     default:
         check(false, "op \(op) decoded as \(write.action)")
     }

@@ -258,6 +258,13 @@ struct Model {
             }
             replyValue = sum.map(JSONValue.number)
             push = .setPath(path, replyValue ?? .null)
+        case .advance:
+            // The engine alone knows no workflows: the hub's planner turns an
+            // advance into plain writes before the engine sees one.
+            codes.insert("bad_field")
+            push = .delete
+        case .boundedIncrement:
+            fatalError("unreachable: only the hub's planner writes bounded increments")
         case .addEntry, .removeEntry, .setEntries, .deleteList:
             fatalError("unreachable: list write as record write")
         }
@@ -306,7 +313,7 @@ struct Model {
             if current == nil { codes.insert("not_found") }
             deleted = true
             push = .deleteList
-        case .set, .setPath, .merge, .delete, .deletePath, .increment:
+        case .set, .setPath, .merge, .delete, .deletePath, .increment, .advance, .boundedIncrement:
             fatalError("unreachable: record write as list write")
         }
         guard codes.isEmpty else { return .failure(RefusalError(codes)) }
