@@ -19,13 +19,20 @@ public enum Permission: String, Sendable, CaseIterable, Hashable {
 public struct NamePattern: Sendable, Equatable, CustomStringConvertible {
     public let text: String
     private let bytes: [UInt8]
+    /// `**`: every name, checked on every write of an admin or staff
+    /// connection, so it skips the matching (and the name's bytes copy).
+    private let matchesEverything: Bool
 
-    public init(_ text: String) { self.text = text; self.bytes = Array(text.utf8) }
+    public init(_ text: String) {
+        self.text = text
+        self.bytes = Array(text.utf8)
+        self.matchesEverything = text == "**"
+    }
 
     public var description: String { text }
 
     public func matches(_ name: String) -> Bool {
-        Self.match(bytes[...], Array(name.utf8)[...])
+        matchesEverything || Self.match(bytes[...], Array(name.utf8)[...])
     }
 
     /// Whether every name that starts with `prefix` matches: the pattern is
