@@ -27,6 +27,13 @@ extension Request {
         case "get": operation = .get(try fields.getTarget())
         case "subscribe": operation = .subscribe(try fields.subscriptionTarget(), since: try fields.int("since", min: 0))
         case "unsubscribe": operation = .unsubscribe(try fields.subscriptionTarget())
+        case "report":
+            let outbox = try fields.int("outbox", min: 0)
+            let seq = try fields.int("seq", min: 0)
+            guard outbox != nil || seq != nil else {
+                throw .badField("outbox", "\"report\" needs \"outbox\" (writes waiting to be sent) and/or \"seq\" (the last seq applied)")
+            }
+            operation = .report(outbox: outbox, seq: seq)
         case "publish":
             let topic = try fields.name("topic")
             guard let data = object["data"] else { throw .badField("data", "\"publish\" needs \"data\" (any JSON value)") }
@@ -60,7 +67,7 @@ extension Request {
             operation = .write(writes, atomic: true)
         default:
             guard let write = try fields.write(op: op) else {
-                throw ProtocolError(.unknownOp, "unknown op \"\(op)\"; use hello, get, subscribe, unsubscribe, set, merge, delete, increment, addEntry, removeEntry, setEntries, advance, write or publish")
+                throw ProtocolError(.unknownOp, "unknown op \"\(op)\"; use hello, get, subscribe, unsubscribe, set, merge, delete, increment, addEntry, removeEntry, setEntries, advance, write, publish or report")
             }
             operation = .write([write], atomic: false)
         }
@@ -170,7 +177,9 @@ struct Fields {
         }
         let client = try string("client")
         if let client, client.utf8.count > 128 { throw .badField("client", "\"client\" must be at most 128 bytes") }
-        return Hello(protocols: protocols, client: client, token: try string("token"), since: try int("since", min: 0))
+        var hello = Hello(protocols: protocols, client: client, token: try string("token"), since: try int("since", min: 0))
+        hello.outbox = try int("outbox", min: 0)
+        return hello
     }
 
     func getTarget() throws(ProtocolError) -> GetTarget {

@@ -23,6 +23,9 @@ public enum Operation: Sendable, Equatable {
     /// One write, or several applied atomically (`write`).
     case write([Write], atomic: Bool)
     case publish(topic: String, data: JSONValue)
+    /// A client's sync health: writes waiting in its outbox, the last seq it
+    /// has applied (PROTOCOL.md, "report").
+    case report(outbox: Int64?, seq: Int64?)
 }
 
 public struct Hello: Sendable, Equatable {
@@ -31,6 +34,8 @@ public struct Hello: Sendable, Equatable {
     public var client: String?
     public var token: String?
     public var since: Int64?
+    /// Writes waiting in the client's outbox (offline mirrors).
+    public var outbox: Int64?
 
     public init(protocols: [Int], client: String? = nil, token: String? = nil, since: Int64? = nil) {
         self.protocols = protocols

@@ -14,6 +14,7 @@ extension HubCore {
                 "this hub needs a token: send {\"op\":\"hello\",\"token\":…} first, or an Authorization: Bearer header on the upgrade"))
         }
         let actor = session.actor ?? Self.nobody
+        session.lastHeardAt = configuration.clock()
         switch request.operation {
         case .hello(let hello): self.hello(hello, id: id, session: session)
         case .get(let target): get(target, id: id, session: session, actor: actor)
@@ -34,6 +35,10 @@ extension HubCore {
             case .failure(let error):
                 answer(session, id: id, error: error)
             }
+        case .report(let outbox, let seq):
+            if let outbox { session.outbox = outbox }
+            if let seq, seq > session.seenSeq { session.seenSeq = min(seq, headSeq) }
+            answer(session, id: id) { _ in }
         case .publish(let topic, let data):
             do { try configuration.planner.policy.check(actor, .publish, name: topic, owner: nil) } catch {
                 return answer(session, id: id, error: error)
@@ -73,6 +78,8 @@ extension HubCore {
         }
         session.saidHello = true
         session.since = hello.since
+        if let outbox = hello.outbox { session.outbox = outbox }
+        let retryAfter = self.retryAfter()
         session.client = hello.client
         let head = headSeq
         answer(session, id: id, after: head) { writer in
@@ -85,6 +92,7 @@ extension HubCore {
                 writer.string("role", actor.role)
             }
             if let since = hello.since { writer.bool("resumable", self.canReplay(since: since, floor: floor)) }
+            if let retryAfter { writer.int("retryAfterMs", retryAfter) }
         }
     }
 

@@ -104,8 +104,12 @@ public final class HubCore: @unchecked Sendable {
     /// Item lookup codes for resolve, built on first use.
     var itemCodes: [String: Set<String>]?
     private var floorCheckedAt: Int64 = 0
+    /// When the core started: reconnecting clients are spread out for a
+    /// while after (see `retryAfter`).
+    let startedAt: Int64
 
     public init(store: any Store, configuration: CoreConfiguration, logger: Logger) throws(StoreError) {
+        self.startedAt = configuration.clock()
         self.store = store
         self.configuration = configuration
         self.logger = logger
@@ -201,6 +205,8 @@ public final class HubCore: @unchecked Sendable {
     }
 
     private func open(_ session: Session) {
+        session.connectedAt = configuration.clock()
+        session.lastHeardAt = session.connectedAt
         if configuration.authenticator == nil { session.actor = Actor(user: "anonymous", role: "admin") }
         session.slot = registry.makeSubscriber()
         if session.slot == sessions.count { sessions.append(session) } else { sessions[session.slot] = session }
@@ -236,6 +242,7 @@ public final class HubCore: @unchecked Sendable {
         if now - floorCheckedAt >= 1000, let floor = try? cache.reader.sequenceBounds().floor {
             floorCheckedAt = now
             metrics.floorSeq.store(Int(floor), ordering: .relaxed)
+            updateClientGauges()
         }
     }
 
@@ -252,7 +259,7 @@ public final class HubCore: @unchecked Sendable {
     /// deliveries per loop: one task per loop per batch.
     private func release() {
         while heldHead < held.count, held[heldHead].seq <= committedSeq {
-            deliver(held[heldHead].output)
+            deliver(held[heldHead].output, seq: held[heldHead].seq)
             heldHead += 1
         }
         if heldHead == held.count {
@@ -280,12 +287,18 @@ public final class HubCore: @unchecked Sendable {
         }
     }
 
-    private func deliver(_ output: Output) {
+    /// `seq`: what the output waited for — the seq a reply reports, or the
+    /// change a push carries — so each session's `seenSeq` follows it.
+    private func deliver(_ output: Output, seq: Int64) {
         switch output {
         case .reply(let session, let bytes):
+            if seq > session.seenSeq { session.seenSeq = seq }
             queue(.text(session, bytes), on: session.loop)
         case .fanout(let frame, let targets, let isEvent):
-            for session in targets { queue(.frame(session, frame), on: session.loop) }
+            for session in targets {
+                if seq > session.seenSeq { session.seenSeq = seq }
+                queue(.frame(session, frame), on: session.loop)
+            }
             if isEvent {
                 metrics.eventDeliveries.add(targets.count, ordering: .relaxed)
             } else {

@@ -20,6 +20,8 @@ final class HubMetrics: Sendable {
     let floorSeq = Atomic<Int>(0)
     let heldOutputs = Atomic<Int>(0)
     let authFailures = Atomic<Int>(0)
+    let clientLagMax = Atomic<Int>(0)
+    let clientOutboxTotal = Atomic<Int>(0)
     let denied = Atomic<Int>(0)
     /// Commit latency histogram, seconds (Prometheus `le` buckets).
     static let bucketBounds: [Double] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1]
@@ -56,6 +58,8 @@ final class HubMetrics: Sendable {
         metric("tally_change_log_size", "gauge", "Changes kept in the change log.",
                max(0, value(committedSeq) - value(floorSeq)))
         metric("tally_held_outputs", "gauge", "Replies and pushes waiting for their commit.", value(heldOutputs))
+        metric("tally_client_lag_max", "gauge", "Largest seqs-behind-head of a connected client (updated each second).", value(clientLagMax))
+        metric("tally_client_outbox_total", "gauge", "Writes waiting in connected clients' outboxes, as they reported.", value(clientOutboxTotal))
         metric("tally_auth_failures_total", "counter", "Requests refused for a missing or unknown token.", value(authFailures))
         metric("tally_denied_total", "counter", "Operations refused by the access rules or a workflow's roles.", value(denied))
         text += "# HELP tally_commit_latency_seconds Time to commit one group of writes.\n"

@@ -92,6 +92,8 @@ enum RESTRoutes {
             }
             return .advance(name, step, key: try REST.idempotencyKey(request))
         })
+        router.add("GET", "/v1/admin/clients", .rest { _, _ throws(ProtocolError) in .clients })
+        router.add("GET", "/v1/workflows", .rest { _, _ throws(ProtocolError) in .workflows })
         router.add("GET", "/v1/resolve/{code...}", .rest { _, parameters throws(ProtocolError) in
             guard let code = REST.percentDecoded(Substring(parameters["code"]!)), !code.isEmpty, code.utf8.count <= 2048 else {
                 throw ProtocolError.badField("code", "the code must be 1 to 2048 bytes of percent-encoded UTF-8")

@@ -19,6 +19,13 @@ final class Session: @unchecked Sendable {
     /// Who the connection acts as: from the upgrade's Authorization header
     /// or hello's token; nil until authenticated.
     var actor: Actor?
+    /// Sync health (GET /v1/admin/clients): when it connected, the highest
+    /// seq it has been sent or says it applied, its outbox depth as it last
+    /// reported, and when it last asked or reported anything.
+    var connectedAt: Int64 = 0
+    var seenSeq: Int64 = 0
+    var outbox: Int64 = 0
+    var lastHeardAt: Int64 = 0
 
     init(socket: WebSocket, id: Int, actor: Actor? = nil) {
         self.socket = socket

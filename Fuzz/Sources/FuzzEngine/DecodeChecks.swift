@@ -225,6 +225,10 @@ func checkDecoded(_ request: Request, message: JSONValue) {
     case .unsubscribe(let target):
         check(op == "unsubscribe", "op \(op) decoded as unsubscribe")
         checkTarget(target, object: object)
+    case .report(let outbox, let seq):
+        check(op == "report", "op \(op) decoded as report")
+        check(outbox == int64(object["outbox"]) && seq == int64(object["seq"]), "report's members changed in decoding")
+        check(outbox != nil || seq != nil, "an empty report accepted")
     case .publish(let topic, let data):
         check(op == "publish", "op \(op) decoded as publish")
         checkName(topic, field: "topic", in: object)

@@ -153,7 +153,7 @@ struct Session {
         let slot = Subscriptions.slotIndex(for: request.id)
         switch request.operation {
         case .hello: subscriptions.reconnect(slot: slot)
-        case .get: break
+        case .get, .report: break
         case .subscribe(let target, _): subscriptions.subscribe(target, slot: slot)
         case .unsubscribe(let target): subscriptions.unsubscribe(target, slot: slot)
         case .publish(let topic, _): subscriptions.checkTopic(topic)
