@@ -50,6 +50,9 @@ final class HubRoutes: HTTPApplication {
         BlobRoutes.add(to: &router, blobs: blobs) { request, operation, name in
             Self.authorize(core: core, request, Permission(rawValue: operation) ?? .write, name: name)
         }
+        if let web = configuration.webDirectory {
+            StaticFiles(root: web).add(to: &router)
+        }
         self.router = router
     }
 

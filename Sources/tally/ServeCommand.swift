@@ -43,13 +43,16 @@ enum ServeCommand {
       --ping-interval SECONDS  ping a silent WebSocket after this long (default 30)
       --idle-timeout SECONDS   close a WebSocket silent this long (default 75)
       --log-level LEVEL        debug, info, warning or error (default info)
+      --web DIR                the dashboard's Clients directory (web/, js/),
+                               served at / (default: Clients/ of the checkout
+                               holding this binary or the current directory)
     """
 
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let arguments = try Arguments(args, command: "serve",
             valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-age",
                      "max-record-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
-                     "ping-interval", "idle-timeout", "log-level", "demo-interval"],
+                     "ping-interval", "idle-timeout", "log-level", "demo-interval", "web"],
             flags: ["no-echo", "no-compression", "open", "demo", "help"])
         if arguments.flag("help") { print(help); return 0 }
         try arguments.noPositionals("serve")
@@ -104,6 +107,14 @@ enum ServeCommand {
         if let ms = try arguments.millis("idle-timeout") { server.webSocket.idleTimeoutMillis = ms }
         if arguments.flag("no-compression") { server.webSocket.deflate.enabled = false }
         configuration.echo = !arguments.flag("no-echo")
+        if let web = arguments.string("web") {
+            guard StaticFiles.isClientsDirectory(web) else {
+                throw UsageError(message: "--web must be a directory holding web/index.html and js/ (the checkout's Clients/), not '\(web)'")
+            }
+            configuration.webDirectory = web
+        } else {
+            configuration.webDirectory = StaticFiles.locateDefault()
+        }
         if let level = arguments.string("log-level") {
             let levels: [String: Logger.Level] = ["debug": .debug, "info": .info, "warning": .warning, "error": .error]
             guard let parsed = levels[level] else {
@@ -159,6 +170,7 @@ enum ServeCommand {
                                               "echo": configuration.echo ? "on" : "off",
                                               "data": configuration.dataDirectory,
                                               "durability": configuration.durability.rawValue,
+                                              "web": configuration.webDirectory ?? "none",
                                               "auth": configuration.core.authenticator.map { "tokens (\($0.users.count) users)" } ?? "open"])
         print("tally listening on \(scheme)://\(host):\(hub.port)")
         if open {

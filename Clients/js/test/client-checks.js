@@ -1,0 +1,247 @@
+// The JS client's API against a live hub (an empty one: run it on a fresh
+// hub): reads and writes, the state every kind of subscription keeps
+// (checked against a fresh `get` after each write), events, errors,
+// idempotency, and a dropped connection that reconnects and resumes from the
+// last seen sequence with nothing lost and nothing twice.
+// Runs in the browser (test/vectors.html) and in node (vectors.test.mjs).
+
+import { Tally, TallyError, State, backoffDelay, valueAt } from "../tally.js";
+
+const WAIT_MS = 5000;
+
+function equal(a, b) {
+  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
+}
+function canonical(value) {
+  if (value instanceof Map) return canonical(Object.fromEntries(value));
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value && typeof value === "object") {
+    return Object.fromEntries(Object.keys(value).sort().map((key) => [key, canonical(value[key])]));
+  }
+  return value;
+}
+
+async function until(what, condition, ms = WAIT_MS) {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+async function refusal(promise) {
+  try { await promise; } catch (error) { return error; }
+  throw new Error("expected a refusal, the request succeeded");
+}
+
+/** Runs every check; resolves with `{ok, problems, passed}`. */
+export async function runClientChecks({ url, WebSocket } = {}) {
+  const problems = [];
+  const passed = [];
+  const clients = [];
+  const open = async (options = {}) => {
+    const client = new Tally({ url, WebSocket, client: "checks", initialDelayMs: 20, maxDelayMs: 200, ...options });
+    clients.push(client);
+    await client.connect();
+    return client;
+  };
+  const check = async (name, body) => {
+    try { await body(); passed.push(name); } catch (error) { problems.push(`${name}: ${error?.stack || error}`); }
+  };
+  const assert = (condition, message) => { if (!condition) throw new Error(message); };
+
+  await check("backoff has full jitter and a cap", async () => {
+    assert(backoffDelay(0, { initialDelayMs: 100, maxDelayMs: 1000 }, () => 0.999) === 99, "attempt 0 stays under 100 ms");
+    assert(backoffDelay(3, { initialDelayMs: 100, maxDelayMs: 1000 }, () => 0.5) === 400, "attempt 3: half of 800");
+    assert(backoffDelay(30, { initialDelayMs: 100, maxDelayMs: 1000 }, () => 0.999) === 999, "capped at 1000");
+    assert(backoffDelay(5, {}, () => 0) === 0, "full jitter reaches 0");
+  });
+
+  let a, b;
+  await check("connect says hello and goes live", async () => {
+    const states = [];
+    a = new Tally({ url, WebSocket, client: "checks-a", initialDelayMs: 20, maxDelayMs: 200 });
+    clients.push(a);
+    a.onState((state) => states.push(state));
+    await a.connect();
+    assert(a.state === State.live, `state ${a.state}`);
+    assert(a.role === "admin" && a.user === "checks-a", `user ${a.user}, role ${a.role}`);
+    assert(equal(states, ["offline", "connecting", "live"]), `states ${states}`);
+    b = await open({ client: "checks-b" });
+  });
+  if (!a || !b) return { ok: false, problems, passed };
+
+  await check("record writes and a record subscription's state", async () => {
+    const seen = [];
+    const sub = a.record("c/1", (envelope, change) => seen.push(change ? change.seq : "snapshot"));
+    await sub.ready;
+    assert(sub.value === null, "a missing record's snapshot is null");
+    const steps = [
+      () => b.set("c/1", { a: 1, list: [1, 2], nested: { x: "y" } }),
+      () => b.setPath("c/1", "list[2]", 3),
+      () => b.setPath("c/1", "nested.deep.z", true),
+      () => b.merge("c/1", { a: null, m: 5 }),
+      () => b.increment("c/1", "count", 2.5),
+      () => b.deletePath("c/1", "list[0]"),
+      () => b.set("c/1", { fresh: [] }),
+    ];
+    for (const step of steps) {
+      const reply = await step();
+      await until(`push ${reply.seq}`, () => sub.value?.seq === reply.seq);
+      const fresh = await a.get("c/1");
+      assert(equal(sub.value.data, fresh.data), `after seq ${reply.seq}: ${JSON.stringify(sub.value.data)} != ${JSON.stringify(fresh.data)}`);
+      assert(sub.value.version === fresh.version, `version ${sub.value.version} != ${fresh.version}`);
+    }
+    const deleted = await b.delete("c/1");
+    await until("the delete", () => sub.value === null && sub.seq === deleted.seq);
+    assert(seen.length === steps.length + 2 && seen[0] === "snapshot", `listener calls ${seen}`);
+    await sub.unsubscribe();
+    await b.set("c/1", { after: true });
+    assert((await a.get("c/1")).version === 1, "recreated at version 1");
+    assert(sub.value === null, "no pushes after unsubscribe");
+  });
+
+  await check("path subscription follows one value", async () => {
+    await b.set("p/1", { a: { b: 1, c: 2 }, other: 0 });
+    const sub = a.subscribe({ name: "p/1", path: "a.b" });
+    await sub.ready;
+    assert(sub.value === 1, `snapshot value ${sub.value}`);
+    const steps = [
+      () => b.setPath("p/1", "a.b", { deep: [1] }),
+      () => b.setPath("p/1", "a.b.deep[1]", 2),
+      () => b.setPath("p/1", "a", { b: "whole" }),
+      () => b.set("p/1", { a: { b: 7 } }),
+      () => b.deletePath("p/1", "a.b"),
+      () => b.setPath("p/1", "a.b", 9),
+    ];
+    for (const step of steps) {
+      const reply = await step();
+      await until(`path push ${reply.seq}`, () => sub.seq >= reply.seq);
+      let expected;
+      try { expected = (await a.get("p/1", { path: "a.b" })).value; } catch (error) { if (error.code !== "not_found") throw error; }
+      assert(equal(sub.value, expected), `after seq ${reply.seq}: ${JSON.stringify(sub.value)} != ${JSON.stringify(expected)}`);
+    }
+    const other = await b.setPath("p/1", "other", 1); // does not overlap: no push to this subscription
+    const later = await b.setPath("p/1", "a.b", 10);
+    await until("the later push", () => sub.seq === later.seq);
+    assert(sub.value === 10 && other.seq < later.seq, "value after an unrelated write");
+    await sub.unsubscribe();
+  });
+
+  await check("prefix subscription keeps every record under it", async () => {
+    await b.set("q/1", { n: 1 });
+    const sub = a.prefix("q/");
+    await sub.ready;
+    assert(sub.value.size === 1, "one record in the snapshot");
+    await b.set("q/2", { n: 2 });
+    await b.setPath("q/1", "n", 11);
+    await b.set("qq/1", { outside: true });
+    const last = await b.delete("q/2");
+    await until("the prefix pushes", () => sub.seq >= last.seq);
+    const page = await a.getPrefix("q/");
+    assert(equal([...sub.value.keys()], page.records.map((r) => r.name)), `names ${[...sub.value.keys()]}`);
+    for (const record of page.records) assert(equal(sub.value.get(record.name).data, record.data), `data of ${record.name}`);
+    await sub.unsubscribe();
+  });
+
+  await check("list operations and a list subscription", async () => {
+    const sub = a.list("l/1");
+    await sub.ready;
+    assert(sub.value === null, "missing list");
+    const steps = [
+      () => b.addEntry("l/1", "x/1"), () => b.addEntry("l/1", "x/2"), () => b.addEntry("l/1", "x/0", { at: 0 }),
+      () => b.addEntry("l/1", "x/1"), () => b.removeEntry("l/1", "x/1"), () => b.setEntries("l/1", ["y/1", "y/2", "y/1"]),
+      () => b.removeEntry("l/1", "y/1", { at: 2 }),
+    ];
+    for (const step of steps) {
+      const reply = await step();
+      await until(`list push ${reply.seq}`, () => sub.seq >= reply.seq);
+      const fresh = await a.getList("l/1");
+      assert(equal(sub.value.entries, fresh.entries), `${sub.value.entries} != ${fresh.entries}`);
+    }
+    const gone = await b.deleteList("l/1");
+    await until("the list delete", () => sub.seq >= gone.seq);
+    assert(sub.value === null, "deleted list");
+  });
+
+  await check("events reach topic subscribers", async () => {
+    const got = [];
+    const sub = a.topic("scanner", (data) => got.push(data));
+    await sub.ready;
+    const reply = await b.publish("scanner", { code: "SN-1" });
+    assert(reply.delivered === 1, `delivered ${reply.delivered}`);
+    await until("the event", () => got.length === 1);
+    assert(equal(got[0], { code: "SN-1" }), JSON.stringify(got));
+  });
+
+  await check("refusals are TallyErrors with the hub's code and details", async () => {
+    await b.set("v/1", { v: 1 });
+    const conflict = await refusal(b.set("v/1", { v: 2 }, { version: 5 }));
+    assert(conflict instanceof TallyError && conflict.code === "conflict" && conflict.details.version === 1, `${conflict.code}`);
+    const missing = await refusal(b.get("v/none"));
+    assert(missing.code === "not_found", missing.code);
+    const forbidden = await refusal(b.set("stats/orders", {}));
+    assert(forbidden.code === "forbidden", forbidden.code);
+  });
+
+  await check("workflow advance, atomic write and idempotency", async () => {
+    await b.set("items/chk", { name: "Check item", stock: 5 });
+    const created = await b.write([{ op: "set", name: "orders/chk-1", data: { item: "items/chk", qty: 2 } },
+      { op: "set", name: "orders/chk-2", data: { item: "items/chk", qty: 1 } }]);
+    assert(created.results.length === 2, "two results");
+    const idem = Tally.idem();
+    const first = await b.advance("orders/chk-1", { from: "received", to: "in-progress", idem });
+    const again = await b.advance("orders/chk-1", { from: "received", to: "in-progress", idem });
+    assert(first.seq === again.seq && first.to === "in-progress", "the retry answers the first reply");
+    const illegal = await refusal(b.advance("orders/chk-1", { to: "delivered" }));
+    assert(illegal.code === "illegal_transition" && equal(illegal.details.allowed, ["ready", "cancelled"]), JSON.stringify(illegal.details));
+    await b.advance("orders/chk-1");
+    await b.advance("orders/chk-1");
+    assert((await b.get("items/chk")).data.stock === 3, "delivery took the stock");
+    const stale = await refusal(b.advance("orders/chk-2", { from: "ready" }));
+    assert(stale.code === "conflict" && stale.details.stage === "received", JSON.stringify(stale.details));
+  });
+
+  await check("a dropped connection resumes from the last seen seq", async () => {
+    const states = [];
+    const offState = a.onState((state) => states.push(state));
+    const changes = [];
+    const sub = a.prefix("r/", (records, change) => { if (change) changes.push(change.seq); });
+    const listSub = a.list("rl");
+    await Promise.all([sub.ready, listSub.ready]);
+    const written = [(await b.set("r/1", { n: 0 })).seq];
+    await until("the first push", () => changes.length === 1);
+    const subscribes = [];
+    const offMessage = a.on("message", () => {});
+    const sent = a.socket.send.bind(a.socket);
+    a.socket.close(); // the client did not ask for this: it must come back by itself
+    for (let n = 1; n <= 5; n += 1) written.push((await b.setPath("r/1", "n", n)).seq);
+    written.push((await b.addEntry("rl", "r/1")).seq);
+    const queued = a.set("r/queued", { while: "reconnecting" }, { idem: Tally.idem() }); // waits for the connection
+    // A hub that started moments ago may ask for up to 5 s before a resync (retryAfterMs).
+    await until("live again", () => a.state === State.live && states.includes(State.reconnecting), 15000);
+    const reply = await queued;
+    await until("every missed change", () => sub.seq >= reply.seq && listSub.seq >= written[written.length - 1]);
+    assert(equal(changes, [...written.slice(0, 6), reply.seq]), `changes ${changes} (written ${written}, queued ${reply.seq})`);
+    assert(sub.value.get("r/1").data.n === 5 && sub.value.has("r/queued"), JSON.stringify([...sub.value]));
+    assert(equal(listSub.value.entries, ["r/1"]), JSON.stringify(listSub.value));
+    assert(!sub.lastSnapshot.resnapshot, "resumed, not resnapshotted");
+    offState(); offMessage(); void sent; void subscribes;
+  });
+
+  await check("requests while closed fail with closed", async () => {
+    const c = await open({ client: "checks-c" });
+    c.close();
+    const error = await refusal(c.get("c/1"));
+    assert(error.code === "closed" && c.state === State.offline, `${error.code} ${c.state}`);
+  });
+
+  await check("valueAt reads paths", async () => {
+    assert(valueAt({ a: [{ b: 2 }] }, "a[0].b") === 2, "a[0].b");
+    assert(valueAt({ a: [] }, "a[0]") === undefined, "past the end");
+    assert(valueAt({ a: 1 }, "a.b") === undefined, "through a scalar");
+  });
+
+  for (const client of clients) client.close();
+  return { ok: problems.length === 0, problems, passed };
+}

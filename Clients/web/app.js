@@ -1,0 +1,351 @@
+// The stock-room board: open orders and intake jobs moving through their
+// stages, live stats, a connection indicator and a token login. Everything
+// comes from subscriptions of the JS client (/js/tally.js); a change is
+// applied to its card the moment its push arrives, without a reload.
+//
+// Query parameters: ?linger=SECONDS (how long delivered and cancelled
+// orders, done and failed jobs stay; default 30).
+
+import { Tally, State, TallyError } from "/js/tally.js";
+
+const params = new URLSearchParams(location.search);
+const LINGER_MS = Math.max(0, Number(params.get("linger") ?? 30)) * 1000;
+const TOKEN_KEY = "tally.token";
+
+const ORDER_TRACK = ["received", "in-progress", "ready", "delivered"];
+const ORDER_STAGES = [...ORDER_TRACK, "cancelled"];
+const ORDER_TERMINAL = new Set(["delivered", "cancelled"]);
+const ORDER_NEXT = { received: ["in-progress", "Start"], "in-progress": ["ready", "Mark ready"], ready: ["delivered", "Deliver"] };
+const INTAKE_TRACK = ["queued", "created", "media-uploaded", "analyzed", "cover-set", "done"];
+const INTAKE_STAGES = [...INTAKE_TRACK, "failed"];
+const INTAKE_TERMINAL = new Set(["done", "failed"]);
+const LABELS = { "in-progress": "In progress", "media-uploaded": "Photos uploaded", "cover-set": "Cover set" };
+const label = (stage) => LABELS[stage] ?? (stage ? stage[0].toUpperCase() + stage.slice(1) : "—");
+/** Roles that only look: they get no buttons (the hub would refuse them anyway). */
+const VIEW_ONLY_ROLES = new Set(["dashboard", "client"]);
+
+const $ = (id) => document.getElementById(id);
+const el = (tag, props = {}, ...children) => {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "class") node.className = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value !== undefined && value !== null && value !== false) node.setAttribute(key, value === true ? "" : value);
+  }
+  node.append(...children.filter((child) => child !== null && child !== undefined));
+  return node;
+};
+
+const hub = new Tally({ token: localStorage.getItem(TOKEN_KEY) || undefined, client: "tally-board/1" });
+window.tallyBoard = { hub }; // for the console and for tests
+
+const orders = new Map(); // name → envelope
+const jobs = new Map();
+const items = new Map();
+const cards = new Map(); // name → card element
+let clockOffset = null; // browser clock − hub clock, from pushes (smallest seen)
+
+// ---- formatting -------------------------------------------------------------
+
+function duration(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${s % 60} s`;
+  const h = Math.floor(m / 60);
+  return h < 48 ? `${h} h ${m % 60} min` : `${Math.floor(h / 24)} d ${h % 24} h`;
+}
+const hubNow = () => Date.now() - (clockOffset ?? 0);
+/** When the record entered its current stage (ms, hub clock). */
+function stageSince(envelope) {
+  const history = envelope.data?.history;
+  const last = Array.isArray(history) && history.length ? history[history.length - 1] : null;
+  return typeof last?.time === "number" ? last.time : envelope.updated ?? envelope.created ?? hubNow();
+}
+/** The stage a record left for a terminal one (for the progress bar of a cancelled order). */
+function stageBefore(envelope) {
+  const history = envelope.data?.history;
+  const last = Array.isArray(history) && history.length ? history[history.length - 1] : null;
+  return last?.from ?? null;
+}
+const isSHA = (text) => typeof text === "string" && /^[0-9a-f]{64}$/.test(text);
+const itemName = (name) => items.get(name)?.data?.name ?? (typeof name === "string" ? name.replace(/^items\//, "") : "?");
+
+// ---- photos: plain URLs on an open hub, fetched with the token otherwise ----
+
+const photoURLs = new Map();
+function setPhoto(img, sha) {
+  if (!isSHA(sha)) return;
+  img.dataset.sha = sha;
+  if (!hub.token) { img.src = `/v1/blobs/${sha}`; return; }
+  if (!photoURLs.has(sha)) {
+    photoURLs.set(sha, fetch(`/v1/blobs/${sha}`, { headers: { Authorization: `Bearer ${hub.token}` } })
+      .then((response) => (response.ok ? response.blob() : Promise.reject(new Error(String(response.status)))))
+      .then((blob) => URL.createObjectURL(blob))
+      .catch(() => { photoURLs.delete(sha); return null; }));
+  }
+  photoURLs.get(sha).then((url) => { if (url && img.dataset.sha === sha) img.src = url; });
+}
+function thumb(sha, alt) {
+  const img = el("img", { alt, loading: "lazy", decoding: "async", width: 84, height: 63 });
+  setPhoto(img, sha);
+  return img;
+}
+
+// ---- cards -------------------------------------------------------------------
+
+const canAct = () => hub.role !== null && !VIEW_ONLY_ROLES.has(hub.role);
+const terminalFor = (name) => (name.startsWith("orders/") ? ORDER_TERMINAL : INTAKE_TERMINAL);
+/** Whether a terminal record has stayed its while and should leave. */
+function expired(envelope) {
+  const stage = envelope.data?.stage;
+  return terminalFor(envelope.name).has(stage) && hubNow() - stageSince(envelope) > LINGER_MS;
+}
+
+function progressBar(track, stage, before, what) {
+  const position = track.indexOf(stage) >= 0 ? track.indexOf(stage) : Math.max(0, track.indexOf(before));
+  return el("progress", {
+    max: track.length - 1, value: position,
+    "aria-label": `${what} progress`,
+    "aria-valuetext": `${label(stage)}: step ${position + 1} of ${track.length}`,
+  });
+}
+
+function orderCard(envelope) {
+  const data = envelope.data ?? {};
+  const stage = data.stage;
+  const item = items.get(data.item);
+  const short = envelope.name.slice("orders/".length);
+  const next = ORDER_NEXT[stage];
+  const card = el("article", {
+    class: "card order", "data-record": envelope.name, "data-stage": stage, "data-version": envelope.version,
+    "data-terminal": String(ORDER_TERMINAL.has(stage)), "aria-labelledby": `title-${envelope.name}`,
+  },
+    el("h3", { id: `title-${envelope.name}` },
+      el("span", { class: "item" }, itemName(data.item)),
+      el("span", { class: "qty", title: data.kind === "receive" ? "coming in" : "going out" },
+        `${data.kind === "receive" ? "+" : "×"} ${data.qty ?? "?"}`)),
+    progressBar(ORDER_TRACK, stage, stageBefore(envelope), `Order ${short}`),
+    el("div", { class: "meta" },
+      el("span", { class: "stage" }, label(stage)),
+      el("span", { class: "since", "data-since": stageSince(envelope) }, duration(hubNow() - stageSince(envelope))),
+      el("span", { class: "name" }, short),
+      item && typeof item.data?.stock === "number" ? el("span", { class: "stock" }, `stock ${item.data.stock}`) : null),
+  );
+  if (isSHA(item?.data?.cover)) card.querySelector("h3").before(el("div", { class: "thumbs order-photo" }, thumb(item.data.cover, "")));
+  if (next || (!ORDER_TERMINAL.has(stage) && stage)) {
+    const buttons = el("div", { class: "buttons", hidden: !canAct() });
+    if (next) {
+      buttons.append(el("button", { type: "button", class: "advance", "data-to": next[0],
+        "aria-label": `${next[1]}: order ${short} (${itemName(data.item)})`, onclick: () => act(envelope.name, stage, next[0], card) }, next[1]));
+    }
+    buttons.append(el("button", { type: "button", class: "cancel danger", "aria-label": `Cancel order ${short}`,
+      onclick: (event) => confirmCancel(event.currentTarget, envelope.name, stage, card) }, "Cancel"));
+    card.append(buttons);
+  }
+  card.append(el("p", { class: "error", role: "alert", hidden: true }));
+  return card;
+}
+
+function jobCard(envelope) {
+  const data = envelope.data ?? {};
+  const stage = data.stage;
+  const short = envelope.name.slice("intake/".length);
+  const photos = Array.isArray(data.photos) ? data.photos.filter(isSHA) : [];
+  const failure = stage === "failed"
+    ? (data.history?.[data.history.length - 1]?.reason ?? data.reason ?? "failed") : null;
+  return el("article", {
+    class: "card job", "data-record": envelope.name, "data-stage": stage, "data-version": envelope.version,
+    "data-terminal": String(INTAKE_TERMINAL.has(stage)), "aria-labelledby": `title-${envelope.name}`,
+  },
+    el("h3", { id: `title-${envelope.name}` }, el("span", { class: "item" }, items.get(data.item)?.data?.name ?? short),
+      el("span", { class: "qty" }, photos.length ? `${photos.length} photo${photos.length === 1 ? "" : "s"}` : "")),
+    progressBar(INTAKE_TRACK, stage, stageBefore(envelope), `Intake ${short}`),
+    el("div", { class: "meta" },
+      el("span", { class: "stage" }, label(stage)),
+      el("span", { class: "since", "data-since": stageSince(envelope) }, duration(hubNow() - stageSince(envelope))),
+      data.location ? el("span", {}, String(data.location)) : null),
+    failure ? el("p", { class: "reason" }, `Failed: ${failure}`) : null,
+    photos.length ? el("div", { class: "thumbs" }, ...photos.slice(0, 12).map((sha, i) => thumb(sha, `Photo ${i + 1} of ${photos.length}, ${short}`))) : null,
+  );
+}
+
+/** Puts a record's card on its board (replacing the old one in place, so
+ *  the order of cards and the keyboard focus stay), or takes it away. */
+function place(envelope, board, make, { flash = false } = {}) {
+  const old = cards.get(envelope?.name);
+  if (!envelope || !envelope.data || expired(envelope)) {
+    if (old) { old.remove(); cards.delete(old.dataset.record); }
+    updateEmpty();
+    return;
+  }
+  const focused = old?.contains(document.activeElement) ? document.activeElement.className.split(" ")[0] : null;
+  const card = make(envelope);
+  if (old) old.replaceWith(card);
+  else {
+    // Oldest first: a new record goes after every card created before it.
+    const created = envelope.created ?? 0;
+    const after = [...board.querySelectorAll(".card")].find((other) => Number(other.dataset.created) > created);
+    board.insertBefore(card, after ?? null);
+  }
+  card.dataset.created = envelope.created ?? 0;
+  cards.set(envelope.name, card);
+  if (focused) (card.querySelector(`.${focused}`) ?? card.querySelector("button"))?.focus();
+  if (flash) { card.classList.add("flash"); setTimeout(() => card.classList.remove("flash"), 900); }
+  updateEmpty();
+}
+
+function updateEmpty() {
+  $("orders-empty").hidden = $("order-board").querySelector(".card") !== null;
+  $("intake-empty").hidden = $("intake-board").querySelector(".card") !== null;
+}
+
+function renderAll(map, board, make) {
+  for (const [name, card] of cards) {
+    if (board.contains(card) && !map.has(name)) { card.remove(); cards.delete(name); }
+  }
+  const sorted = [...map.values()].sort((a, b) => (a.created ?? 0) - (b.created ?? 0) || (a.name < b.name ? -1 : 1));
+  for (const envelope of sorted) place(envelope, board, make);
+}
+
+// ---- actions ------------------------------------------------------------------
+
+async function act(name, from, to, card, reason) {
+  const buttons = card.querySelectorAll("button");
+  const error = card.querySelector(".error");
+  buttons.forEach((button) => { button.disabled = true; });
+  error.hidden = true;
+  try {
+    await hub.advance(name, { from, to, reason, idem: Tally.idem() });
+    // The push redraws the card; nothing else to do.
+  } catch (failure) {
+    error.textContent = failure instanceof TallyError && failure.code === "conflict"
+      ? `Someone moved it first (now ${label(failure.details.stage)}).`
+      : failure.code === "insufficient_stock"
+        ? `Not enough stock: ${failure.details.stock} in stock, ${failure.details.needed} needed.`
+        : `${failure.message}${failure.code ? ` (${failure.code})` : ""}`;
+    error.hidden = false;
+    buttons.forEach((button) => { button.disabled = false; });
+  }
+}
+
+/** Cancel asks once more: the first press arms it for five seconds. */
+function confirmCancel(button, name, stage, card) {
+  if (button.dataset.armed === "true") { act(name, stage, "cancelled", card); return; }
+  button.dataset.armed = "true";
+  button.textContent = "Confirm cancel";
+  setTimeout(() => { if (button.isConnected) { button.dataset.armed = "false"; button.textContent = "Cancel"; } }, 5000);
+}
+
+// ---- stats --------------------------------------------------------------------
+
+function renderStats(target, stages, envelope) {
+  const stats = envelope?.data;
+  const list = $(target);
+  list.replaceChildren();
+  if (!stats) return;
+  for (const stage of stages) {
+    const count = stats.counts?.[stage] ?? 0;
+    const time = stats.stageTime?.[stage];
+    const avg = time && time.exits > 0 ? el("span", { class: "avg", title: `average time in ${label(stage)}` }, `⌀ ${duration(time.averageMs)}`) : null;
+    list.append(el("div", { "data-stage": stage }, el("dt", {}, label(stage)), el("dd", {}, el("span", { class: "count" }, String(count)), avg)));
+  }
+}
+
+// ---- connection, login ------------------------------------------------------------
+
+const STATE_LABELS = { [State.live]: "Live", [State.connecting]: "Connecting…", [State.reconnecting]: "Reconnecting…", [State.offline]: "Offline" };
+
+hub.onState((state, detail) => {
+  const badge = $("connection");
+  badge.dataset.state = state;
+  badge.querySelector(".label").textContent = STATE_LABELS[state] ?? state;
+  badge.title = detail.retryInMs !== undefined ? `next try in ${(detail.retryInMs / 1000).toFixed(1)} s` : "";
+  document.body.dataset.connection = state;
+  if (state === State.live) notice(null);
+  if (detail.error?.code === "unauthorized") openLogin(hub.token ? "The hub did not accept this token." : "This hub needs a token.");
+  else if (detail.error?.code === "insecure") notice(detail.error.message);
+});
+
+hub.on("hello", () => {
+  $("who").textContent = hub.user ? `${hub.user} · ${hub.role}` : "";
+  for (const card of cards.values()) card.querySelector(".buttons")?.toggleAttribute("hidden", !canAct());
+});
+
+hub.on("message", (message) => {
+  if (message.op === "change" && typeof message.time === "number") {
+    const offset = Date.now() - message.time;
+    clockOffset = clockOffset === null ? offset : Math.min(clockOffset, offset);
+  }
+});
+
+function notice(text) {
+  $("notice").textContent = text ?? "";
+  $("notice").hidden = !text;
+}
+
+function openLogin(reason) {
+  $("login-reason").textContent = reason ?? "Paste your token. It is kept in this browser only.";
+  $("token").value = "";
+  if (!$("login").open) $("login").showModal();
+}
+
+$("login-button").addEventListener("click", () => openLogin());
+$("login").addEventListener("close", () => {
+  const choice = $("login").returnValue;
+  if (choice === "save" && $("token").value.trim()) {
+    localStorage.setItem(TOKEN_KEY, $("token").value.trim());
+  } else if (choice === "clear") {
+    localStorage.removeItem(TOKEN_KEY);
+  } else {
+    return;
+  }
+  photoURLs.clear();
+  hub.setToken(localStorage.getItem(TOKEN_KEY) || null);
+  hub.connect().catch(() => {});
+});
+
+// ---- subscriptions ----------------------------------------------------------------
+
+function follow(prefix, map, board, make) {
+  hub.prefix(prefix, (records, change) => {
+    if (!change) { // a snapshot (first, or after a resnapshot)
+      map.clear();
+      for (const [name, record] of records) map.set(name, record);
+      renderAll(map, board, make);
+      return;
+    }
+    const record = records.get(change.name) ?? null;
+    if (record) map.set(change.name, record); else map.delete(change.name);
+    place(record ?? { name: change.name }, board, make, { flash: true });
+  });
+}
+
+hub.prefix("items/", (records, change) => {
+  if (change && !change.name) return;
+  items.clear();
+  for (const [name, record] of records) items.set(name, record);
+  // Item names and stock show on order and job cards.
+  if (!change || [...orders.values(), ...jobs.values()].some((r) => r.data?.item === change.name)) {
+    renderAll(orders, $("order-board"), orderCard);
+    renderAll(jobs, $("intake-board"), jobCard);
+  }
+});
+follow("orders/", orders, $("order-board"), orderCard);
+follow("intake/", jobs, $("intake-board"), jobCard);
+hub.record("stats/orders", (envelope) => renderStats("order-stats", ORDER_STAGES, envelope));
+hub.record("stats/intake", (envelope) => renderStats("intake-stats", INTAKE_STAGES, envelope));
+
+// Time in stage ticks; terminal records leave after their while.
+setInterval(() => {
+  for (const node of document.querySelectorAll(".since[data-since]")) {
+    node.textContent = duration(hubNow() - Number(node.dataset.since));
+  }
+  for (const [name, card] of cards) {
+    const envelope = orders.get(name) ?? jobs.get(name);
+    if (card.dataset.terminal === "true" && envelope && expired(envelope)) { card.remove(); cards.delete(name); updateEmpty(); }
+  }
+}, 1000);
+
+hub.connect().catch((error) => { if (error?.code !== "unauthorized") notice(error.message); });
