@@ -5,6 +5,8 @@ set -euo pipefail
 want=(libssl-dev zlib1g-dev libsqlite3-dev pkg-config openssl)
 if [ "${1:-build}" = test ]; then
   want+=(python3 python3-venv python3-pip)
+  # The browser tests (Tests/browser): headless Chromium driven by Selenium.
+  want+=(chromium chromium-driver fonts-dejavu-core)
 fi
 missing=()
 for pkg in "${want[@]}"; do

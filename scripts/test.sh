@@ -22,3 +22,13 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -r Tests/interop/requirements.txt
 TALLY_BIN="$PWD/.build/debug/tally" "$venv/bin/python" -m pytest Tests/interop -q -p no:cacheprovider
+
+echo "== browser suite: the dashboard and the JS client in headless Chromium"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -r Tests/browser/requirements.txt
+TALLY_BIN="$PWD/.build/debug/tally" "$venv/bin/python" -m pytest Tests/browser -q -p no:cacheprovider
+
+# The same JS replay under node, where node is there and has a WebSocket.
+if command -v node >/dev/null 2>&1 && node --experimental-websocket -e 'process.exit(typeof WebSocket === "function" ? 0 : 1)' >/dev/null 2>&1; then
+  echo "== JS client under node"
+  TALLY_BIN="$PWD/.build/debug/tally" node --experimental-websocket --test Clients/js/test/vectors.test.mjs
+fi

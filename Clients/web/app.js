@@ -133,7 +133,10 @@ function orderCard(envelope) {
       el("span", { class: "name" }, short),
       item && typeof item.data?.stock === "number" ? el("span", { class: "stock" }, `stock ${item.data.stock}`) : null),
   );
-  if (isSHA(item?.data?.cover)) card.querySelector("h3").before(el("div", { class: "thumbs order-photo" }, thumb(item.data.cover, "")));
+  if (isSHA(item?.data?.cover)) {
+    card.classList.add("has-photo");
+    card.prepend(el("div", { class: "thumbs order-photo" }, thumb(item.data.cover, "")));
+  }
   if (next || (!ORDER_TERMINAL.has(stage) && stage)) {
     const buttons = el("div", { class: "buttons", hidden: !canAct() });
     if (next) {
@@ -159,7 +162,7 @@ function jobCard(envelope) {
     class: "card job", "data-record": envelope.name, "data-stage": stage, "data-version": envelope.version,
     "data-terminal": String(INTAKE_TERMINAL.has(stage)), "aria-labelledby": `title-${envelope.name}`,
   },
-    el("h3", { id: `title-${envelope.name}` }, el("span", { class: "item" }, items.get(data.item)?.data?.name ?? short),
+    el("h3", { id: `title-${envelope.name}` }, el("span", { class: "item" }, items.get(data.item)?.data?.name ?? `Intake ${short}`),
       el("span", { class: "qty" }, photos.length ? `${photos.length} photo${photos.length === 1 ? "" : "s"}` : "")),
     progressBar(INTAKE_TRACK, stage, stageBefore(envelope), `Intake ${short}`),
     el("div", { class: "meta" },
@@ -180,7 +183,11 @@ function place(envelope, board, make, { flash = false } = {}) {
     updateEmpty();
     return;
   }
-  const focused = old?.contains(document.activeElement) ? document.activeElement.className.split(" ")[0] : null;
+  // Keep the keyboard where it was: on the same button of the new card (a
+  // button that was pressed is disabled meanwhile, which drops the focus).
+  const lost = document.activeElement === document.body || document.activeElement === null;
+  const focused = old?.contains(document.activeElement) ? document.activeElement.className.split(" ")[0]
+    : lost ? old?.dataset.refocus ?? null : null;
   const card = make(envelope);
   if (old) old.replaceWith(card);
   else {
@@ -214,6 +221,7 @@ function renderAll(map, board, make) {
 async function act(name, from, to, card, reason) {
   const buttons = card.querySelectorAll("button");
   const error = card.querySelector(".error");
+  if (card.contains(document.activeElement)) card.dataset.refocus = document.activeElement.className.split(" ")[0];
   buttons.forEach((button) => { button.disabled = true; });
   error.hidden = true;
   try {
@@ -227,6 +235,7 @@ async function act(name, from, to, card, reason) {
         : `${failure.message}${failure.code ? ` (${failure.code})` : ""}`;
     error.hidden = false;
     buttons.forEach((button) => { button.disabled = false; });
+    if (card.dataset.refocus && document.activeElement === document.body) card.querySelector(`.${card.dataset.refocus}`)?.focus();
   }
 }
 
