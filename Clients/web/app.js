@@ -189,14 +189,16 @@ function place(envelope, board, make, { flash = false } = {}) {
   const focused = old?.contains(document.activeElement) ? document.activeElement.className.split(" ")[0]
     : lost ? old?.dataset.refocus ?? null : null;
   const card = make(envelope);
-  if (old) old.replaceWith(card);
+  // Open records first, oldest first; finished ones after them, in the
+  // order they finished, until they leave.
+  const finished = terminalFor(envelope.name).has(envelope.data.stage);
+  card.dataset.order = `${finished ? 1 : 0}:${String(finished ? stageSince(envelope) : envelope.created ?? 0).padStart(15, "0")}:${envelope.name}`;
+  if (old && old.dataset.order === card.dataset.order) old.replaceWith(card);
   else {
-    // Oldest first: a new record goes after every card created before it.
-    const created = envelope.created ?? 0;
-    const after = [...board.querySelectorAll(".card")].find((other) => Number(other.dataset.created) > created);
+    old?.remove();
+    const after = [...board.querySelectorAll(".card")].find((other) => other.dataset.order > card.dataset.order);
     board.insertBefore(card, after ?? null);
   }
-  card.dataset.created = envelope.created ?? 0;
   cards.set(envelope.name, card);
   if (focused) (card.querySelector(`.${focused}`) ?? card.querySelector("button"))?.focus();
   if (flash) { card.classList.add("flash"); setTimeout(() => card.classList.remove("flash"), 900); }
@@ -212,8 +214,7 @@ function renderAll(map, board, make) {
   for (const [name, card] of cards) {
     if (board.contains(card) && !map.has(name)) { card.remove(); cards.delete(name); }
   }
-  const sorted = [...map.values()].sort((a, b) => (a.created ?? 0) - (b.created ?? 0) || (a.name < b.name ? -1 : 1));
-  for (const envelope of sorted) place(envelope, board, make);
+  for (const envelope of map.values()) place(envelope, board, make);
 }
 
 // ---- actions ------------------------------------------------------------------
