@@ -541,7 +541,8 @@ export class Subscription {
         let more = reply.more === true;
         let after = reply.records?.length ? reply.records[reply.records.length - 1].name : undefined;
         while (more) { // page the rest, keeping the higher version of each record
-          const page = await this.client.getPrefix(this.target.prefix, { after, limit: 1000 });
+          // Sent at once: this runs while the client resyncs, before it is live.
+          const page = await this.client.send({ op: "get", prefix: this.target.prefix, after, limit: 1000 }, { direct: true });
           for (const record of page.records) {
             const known = records.get(record.name);
             if (!known || known.seq < record.seq) records.set(record.name, record);

@@ -12,13 +12,15 @@ const params = new URLSearchParams(location.search);
 const LINGER_MS = Math.max(0, Number(params.get("linger") ?? 30)) * 1000;
 const TOKEN_KEY = "tally.token";
 
-const ORDER_TRACK = ["received", "in-progress", "ready", "delivered"];
-const ORDER_STAGES = [...ORDER_TRACK, "cancelled"];
-const ORDER_TERMINAL = new Set(["delivered", "cancelled"]);
-const ORDER_NEXT = { received: ["in-progress", "Start"], "in-progress": ["ready", "Mark ready"], ready: ["delivered", "Deliver"] };
-const INTAKE_TRACK = ["queued", "created", "media-uploaded", "analyzed", "cover-set", "done"];
-const INTAKE_STAGES = [...INTAKE_TRACK, "failed"];
-const INTAKE_TERMINAL = new Set(["done", "failed"]);
+// The shipped workflows; replaced by the hub's own (GET /v1/workflows) once read.
+let ORDER_TRACK = ["received", "in-progress", "ready", "delivered"];
+let ORDER_STAGES = [...ORDER_TRACK, "cancelled"];
+let ORDER_TERMINAL = new Set(["delivered", "cancelled"]);
+let ORDER_NEXT = { received: "in-progress", "in-progress": "ready", ready: "delivered" };
+let INTAKE_TRACK = ["queued", "created", "media-uploaded", "analyzed", "cover-set", "done"];
+let INTAKE_STAGES = [...INTAKE_TRACK, "failed"];
+let INTAKE_TERMINAL = new Set(["done", "failed"]);
+const ACTIONS = { "in-progress": "Start", ready: "Mark ready", delivered: "Deliver" };
 const LABELS = { "in-progress": "In progress", "media-uploaded": "Photos uploaded", "cover-set": "Cover set" };
 const label = (stage) => LABELS[stage] ?? (stage ? stage[0].toUpperCase() + stage.slice(1) : "—");
 /** Roles that only look: they get no buttons (the hub would refuse them anyway). */
@@ -117,7 +119,7 @@ function orderCard(envelope) {
   const stage = data.stage;
   const item = items.get(data.item);
   const short = envelope.name.slice("orders/".length);
-  const next = ORDER_NEXT[stage];
+  const next = ORDER_NEXT[stage] ? [ORDER_NEXT[stage], ACTIONS[ORDER_NEXT[stage]] ?? `To ${label(ORDER_NEXT[stage]).toLowerCase()}`] : null;
   const card = el("article", {
     class: "card order", "data-record": envelope.name, "data-stage": stage, "data-version": envelope.version,
     "data-terminal": String(ORDER_TERMINAL.has(stage)), "aria-labelledby": `title-${envelope.name}`,
@@ -316,6 +318,34 @@ $("login").addEventListener("close", () => {
   hub.connect().catch(() => {});
 });
 
+/** Reads the hub's workflows, so a config that renames or adds stages
+ *  shows on the board: the track is every stage that is not terminal, then
+ *  the first terminal one (delivered, done); the others are side exits. */
+async function readWorkflows() {
+  try {
+    const response = await fetch("/v1/workflows", hub.token ? { headers: { Authorization: `Bearer ${hub.token}` } } : {});
+    if (!response.ok) return;
+    const { workflows } = await response.json();
+    for (const flow of workflows ?? []) {
+      const terminal = new Set(flow.terminal ?? []);
+      const open = flow.stages.filter((stage) => !terminal.has(stage));
+      const track = [...open, ...flow.stages.filter((stage) => terminal.has(stage)).slice(0, 1)];
+      const next = Object.fromEntries(Object.entries(flow.transitions ?? {})
+        .map(([from, targets]) => [from, targets.find((to) => track.includes(to))]).filter(([, to]) => to));
+      if (flow.prefix === "orders/") {
+        [ORDER_TRACK, ORDER_STAGES, ORDER_TERMINAL, ORDER_NEXT] = [track, flow.stages, terminal, next];
+      } else if (flow.prefix === "intake/") {
+        [INTAKE_TRACK, INTAKE_STAGES, INTAKE_TERMINAL] = [track, flow.stages, terminal];
+      }
+    }
+    renderAll(orders, $("order-board"), orderCard);
+    renderAll(jobs, $("intake-board"), jobCard);
+    renderStats("order-stats", ORDER_STAGES, orderStats.value);
+    renderStats("intake-stats", INTAKE_STAGES, intakeStats.value);
+  } catch { /* keep the shipped workflows */ }
+}
+hub.on("hello", () => { readWorkflows(); });
+
 // ---- subscriptions ----------------------------------------------------------------
 
 function follow(prefix, map, board, make) {
@@ -344,8 +374,8 @@ hub.prefix("items/", (records, change) => {
 });
 follow("orders/", orders, $("order-board"), orderCard);
 follow("intake/", jobs, $("intake-board"), jobCard);
-hub.record("stats/orders", (envelope) => renderStats("order-stats", ORDER_STAGES, envelope));
-hub.record("stats/intake", (envelope) => renderStats("intake-stats", INTAKE_STAGES, envelope));
+const orderStats = hub.record("stats/orders", (envelope) => renderStats("order-stats", ORDER_STAGES, envelope));
+const intakeStats = hub.record("stats/intake", (envelope) => renderStats("intake-stats", INTAKE_STAGES, envelope));
 
 // Time in stage ticks; terminal records leave after their while.
 setInterval(() => {

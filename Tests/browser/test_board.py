@@ -242,3 +242,30 @@ def test_demo_board_screenshot(hubs, browser, tmp_path):
     assert path.stat().st_size > 20_000
     if not driver.find_elements(By.CSS_SELECTOR, "progress"):
         pytest.fail("no progress bars on the demo board")
+
+
+def test_board_follows_the_hubs_own_workflow(hubs, browser, tmp_path):
+    """A config that gives orders other stages: the board reads them from
+    GET /v1/workflows (progress bar, next-stage button, stats)."""
+    config = tmp_path / "tally.json"
+    config.write_text(json.dumps({"workflows": {"orders/": {
+        "stages": ["received", "picked", "delivered", "cancelled"],
+        "transitions": {"received": ["picked", "cancelled"], "picked": ["delivered", "cancelled"]},
+        "terminal": ["delivered", "cancelled"], "roles": {"*": ["admin", "staff"]}}}}))
+    server = hubs("--config", str(config), "--data", str(tmp_path / "data"))
+    cli(server, "set", "items/widget-1", json.dumps({"name": "Test widget", "stock": 10}))
+    order = new_order(server, "items/widget-1")
+    driver = browser()
+    open_board(driver, server)
+    wait_until("the picked stage in the stats", lambda: driver.find_elements(
+        By.CSS_SELECTOR, '#order-stats [data-stage="picked"]'))
+    wait_until(f"{order} on the board", lambda: card(driver, order))
+    bar = card(driver, order).find_element(By.CSS_SELECTOR, "progress")
+    assert bar.get_attribute("max") == "2", "received → picked → delivered"
+    button = card(driver, order).find_element(By.CSS_SELECTOR, "button.advance")
+    assert button.text == "To picked" and button.get_attribute("data-to") == "picked"
+    button.click()
+    wait_until("the hub's record to be picked", lambda: hub_stage(server, order) == "picked")
+    wait_until("the card to follow", lambda: card_stage(driver, order) == "picked")
+    assert progress_value(card(driver, order)) == 1
+    assert card(driver, order).find_element(By.CSS_SELECTOR, "button.advance").text == "Deliver"

@@ -144,6 +144,19 @@ export async function runClientChecks({ url, WebSocket } = {}) {
     await sub.unsubscribe();
   });
 
+  await check("a prefix of more than 10,000 records is paged in full", async () => {
+    for (let batch = 0; batch < 11; batch += 1) {
+      const ops = [];
+      for (let i = 0; i < 1000; i += 1) ops.push({ op: "set", name: `big/${String(batch * 1000 + i).padStart(5, "0")}`, data: { i: batch * 1000 + i } });
+      await b.write(ops);
+    }
+    const sub = a.prefix("big/");
+    await sub.ready;
+    assert(sub.value.size === 11000, `${sub.value.size} records`);
+    assert(sub.value.get("big/10999").data.i === 10999, "the last page is in");
+    await sub.unsubscribe();
+  });
+
   await check("list operations and a list subscription", async () => {
     const sub = a.list("l/1");
     await sub.ready;
