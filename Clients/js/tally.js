@@ -6,9 +6,11 @@
 // it saw, so it receives exactly what it missed (or a fresh snapshot when the
 // hub says `resnapshot`). Clients/js/README.md describes the API.
 
-import { parsePath, valueAt, withValueAt, withoutValueAt, relation, clone } from "./path.js";
+import { Subscription } from "./subscription.js";
 
 export { parsePath, valueAt } from "./path.js";
+export { applyRecordChange, applyListChange, applyPathChange } from "./changes.js";
+export { Subscription } from "./subscription.js";
 
 export const PROTOCOL_VERSION = 1;
 
@@ -489,153 +491,6 @@ export class Tally {
       }
       throw error;
     }
-  }
-}
-
-/** One subscription and the state it keeps (see `Tally.subscribe`). */
-export class Subscription {
-  constructor(client, target, listener) {
-    const keys = ["name", "list", "prefix", "topic"].filter((key) => target[key] !== undefined);
-    if (keys.length !== 1) throw new TypeError("subscribe to exactly one of name, list, prefix, topic");
-    if (target.path !== undefined && target.name === undefined) throw new TypeError("a path goes with a name");
-    this.client = client;
-    this.target = { ...target };
-    this.kind = target.topic !== undefined ? "topic" : target.prefix !== undefined ? "prefix"
-      : target.list !== undefined ? "list" : target.path !== undefined ? "path" : "record";
-    this.pathSegments = this.kind === "path" ? parsePath(target.path) : null;
-    this.listener = listener || (() => {});
-    this.seq = 0;
-    this.hasState = false;
-    this.active = false;
-    this.value = this.kind === "prefix" ? new Map() : this.kind === "path" ? undefined : null;
-    this.lastSnapshot = null;
-  }
-
-  async unsubscribe() {
-    if (!this.client.subscriptions.delete(this)) return;
-    this.active = false;
-    if (this.client.state === State.live) {
-      try { await this.client.call({ op: "unsubscribe", ...this.target }); } catch { /* gone with the connection */ }
-    }
-  }
-
-  notify(change) {
-    try { this.listener(this.value, change, this); } catch (error) { console.error("tally: subscription listener failed", error); }
-  }
-
-  /** Applies a subscribe reply: a snapshot or the changes since. */
-  async apply(reply) {
-    if (this.kind === "topic") { this.active = true; return; }
-    if (Array.isArray(reply.changes)) {
-      this.active = true;
-      for (const change of reply.changes) this.deliver(change);
-      this.seq = Math.max(this.seq, reply.seq);
-      return;
-    }
-    switch (this.kind) {
-      case "record": this.value = reply.record ?? null; break;
-      case "path": this.value = reply.record ? clone(reply.record.value) : undefined; this.envelope = reply.record ?? null; break;
-      case "list": this.value = reply.list ?? null; break;
-      case "prefix": {
-        const records = new Map((reply.records || []).map((record) => [record.name, record]));
-        let more = reply.more === true;
-        let after = reply.records?.length ? reply.records[reply.records.length - 1].name : undefined;
-        while (more) { // page the rest, keeping the higher version of each record
-          // Sent at once: this runs while the client resyncs, before it is live.
-          const page = await this.client.send({ op: "get", prefix: this.target.prefix, after, limit: 1000 }, { direct: true });
-          for (const record of page.records) {
-            const known = records.get(record.name);
-            if (!known || known.seq < record.seq) records.set(record.name, record);
-          }
-          more = page.more === true && page.records.length > 0;
-          after = page.records.length ? page.records[page.records.length - 1].name : after;
-        }
-        this.value = records;
-        break;
-      }
-    }
-    this.seq = reply.seq;
-    this.hasState = true;
-    this.active = true;
-    this.lastSnapshot = { seq: reply.seq, resnapshot: reply.resnapshot === true };
-    this.notify(null);
-  }
-
-  /** A push (or a change replayed in a subscribe reply), if it is ours. */
-  deliver(change) {
-    if (change.op === "event") {
-      if (this.kind === "topic" && change.topic === this.target.topic) this.listener(change.data, change, this);
-      return;
-    }
-    if (change.op !== "change" || typeof change.seq !== "number") return;
-    if (change.seq <= this.seq) return; // already in our snapshot
-    let applies = false;
-    if (change.list !== undefined) {
-      if (this.kind === "list" && change.list === this.target.list) { this.value = applyListChange(this.value, change); applies = true; }
-    } else if (change.name !== undefined) {
-      if (this.kind === "record" && change.name === this.target.name) {
-        this.value = applyRecordChange(this.value, change); applies = true;
-      } else if (this.kind === "prefix" && change.name.startsWith(this.target.prefix)) {
-        const next = applyRecordChange(this.value.get(change.name) ?? null, change);
-        if (next) this.value.set(change.name, next); else this.value.delete(change.name);
-        applies = true;
-      } else if (this.kind === "path" && change.name === this.target.name) {
-        this.value = applyPathChange(this.value, this.pathSegments, change); applies = true;
-      }
-    }
-    if (!applies) return;
-    this.seq = change.seq;
-    this.hasState = true;
-    this.notify(change);
-  }
-}
-
-/** A record envelope after `change` (null once deleted). */
-export function applyRecordChange(envelope, change) {
-  if (change.kind === "delete") return null;
-  const base = envelope ?? { name: change.name, created: change.time, data: {} };
-  const next = { ...base, version: change.version, seq: change.seq, updated: change.time };
-  if (!envelope && change.version === 1) next.created = change.time;
-  switch (change.kind) {
-    case "set": next.data = clone(change.data); break;
-    case "setPath": next.data = withValueAt(base.data, change.path, change.value); break;
-    case "deletePath": next.data = withoutValueAt(base.data, change.path); break;
-    default: return envelope; // a kind this client does not know: keep what we had
-  }
-  return next;
-}
-
-/** A list envelope after `change` (null once deleted). */
-export function applyListChange(envelope, change) {
-  if (change.kind === "delete") return null;
-  const entries = envelope ? [...envelope.entries] : [];
-  switch (change.kind) {
-    case "addEntry": entries.splice(change.index, 0, change.entry); break;
-    case "removeEntry": for (const index of [...change.indexes].sort((a, b) => b - a)) entries.splice(index, 1); break;
-    case "setEntries": entries.splice(0, entries.length, ...change.entries); break;
-    default: return envelope;
-  }
-  return { list: change.list, version: change.version, seq: change.seq, entries };
-}
-
-/** The value at a subscribed path after a change to its record. */
-export function applyPathChange(value, segments, change) {
-  switch (change.kind) {
-    case "delete": return undefined;
-    case "set": return clone(valueAt(change.data, segments));
-    case "setPath":
-    case "deletePath": {
-      const changed = parsePath(change.path);
-      const how = relation(changed, segments);
-      if (how === null) return value;
-      if (how === "same" || how === "ancestor") {
-        // The change replaced everything at and under our path.
-        return change.kind === "setPath" ? clone(valueAt(change.value, segments.slice(changed.length))) : undefined;
-      }
-      const rest = changed.slice(segments.length); // below our path
-      return change.kind === "setPath" ? withValueAt(value, rest, change.value) : withoutValueAt(value, rest);
-    }
-    default: return value;
   }
 }
 
