@@ -73,3 +73,50 @@ def test_posts_are_not_files(hubs):
     server = hubs()
     status, headers, _ = fetch(server, "/js/tally.js", "POST")
     assert status == 405 and "GET" in headers["allow"]
+
+
+def serve_from(cwd, data_dir):
+    """`tally serve` (no --web) run in ``cwd``; (process, port)."""
+    process = subprocess.Popen([str(TALLY_BIN), "serve", "--host", "127.0.0.1", "--port", "0", "--data", str(data_dir)],
+                               cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = process.stdout.readline().decode()  # the listening line comes first, at once
+    assert line.startswith("tally listening on http://127.0.0.1:"), (line, process.poll())
+    return process, int(line.strip().rsplit(":", 1)[1])
+
+
+class Address:
+    def __init__(self, port):
+        self.host, self.port = "127.0.0.1", port
+
+
+def stop(process):
+    process.terminate()  # our own child, by PID
+    try:
+        process.wait(8)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(8)
+    process.stdout.close()
+    process.stderr.close()
+
+
+def test_default_web_directory_from_the_working_directory(tmp_path):
+    """Without --web the hub looks for Clients/ above its working directory."""
+    process, port = serve_from(CLIENTS / "web", tmp_path / "data")
+    try:
+        status, headers, body = fetch(Address(port), "/")
+        assert status == 200 and body == (CLIENTS / "web" / "index.html").read_bytes()
+    finally:
+        stop(process)
+
+
+def test_default_web_directory_beside_the_binary(tmp_path):
+    """…and above its executable (`.build/debug/tally` in a checkout)."""
+    if CLIENTS.parent not in TALLY_BIN.resolve().parents:
+        pytest.skip(f"{TALLY_BIN} is not inside this checkout")
+    process, port = serve_from(tmp_path, tmp_path / "data")
+    try:
+        status, _, body = fetch(Address(port), "/js/tally.js")
+        assert status == 200 and body == (CLIENTS / "js" / "tally.js").read_bytes()
+    finally:
+        stop(process)
