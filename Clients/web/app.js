@@ -275,7 +275,7 @@ hub.onState((state, detail) => {
   badge.querySelector(".label").textContent = STATE_LABELS[state] ?? state;
   badge.title = detail.retryInMs !== undefined ? `next try in ${(detail.retryInMs / 1000).toFixed(1)} s` : "";
   document.body.dataset.connection = state;
-  if (state === State.live) notice(null);
+  if (state === State.live && !$("notice").textContent.startsWith("This token's role")) notice(null);
   if (detail.error?.code === "unauthorized") openLogin(hub.token ? "The hub did not accept this token." : "This hub needs a token.");
   else if (detail.error?.code === "insecure") notice(detail.error.message);
 });
@@ -290,6 +290,10 @@ hub.on("message", (message) => {
     const offset = Date.now() - message.time;
     clockOffset = clockOffset === null ? offset : Math.min(clockOffset, offset);
   }
+});
+
+hub.on("error", (error) => {
+  if (error?.code === "forbidden") notice(`This token's role (${hub.role}) may not see everything here: ${error.message}`);
 });
 
 function notice(text) {
@@ -314,6 +318,7 @@ $("login").addEventListener("close", () => {
     return;
   }
   photoURLs.clear();
+  notice(null);
   hub.setToken(localStorage.getItem(TOKEN_KEY) || null);
   hub.connect().catch(() => {});
 });

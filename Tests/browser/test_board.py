@@ -181,7 +181,8 @@ def test_board_reconnects_and_resyncs_after_a_hub_restart(hubs, browser, tmp_pat
     save_full_page(driver, "board-after-restart.png")
 
 
-TOKENS = {"staff": "staff-token-for-the-board-test", "wall": "dashboard-token-for-the-board-test"}
+TOKENS = {"staff": "staff-token-for-the-board-test", "wall": "dashboard-token-for-the-board-test",
+          "customer": "client-token-for-the-board-test"}
 
 
 def test_token_login_roles_and_photos(hubs, browser, tmp_path):
@@ -189,6 +190,7 @@ def test_token_login_roles_and_photos(hubs, browser, tmp_path):
     config.write_text(json.dumps({"users": [
         {"name": "ana", "role": "staff", "tokenSha256": hashlib.sha256(TOKENS["staff"].encode()).hexdigest()},
         {"name": "wall", "role": "dashboard", "tokenSha256": hashlib.sha256(TOKENS["wall"].encode()).hexdigest()},
+        {"name": "cy", "role": "client", "tokenSha256": hashlib.sha256(TOKENS["customer"].encode()).hexdigest()},
     ]}))
     server = hubs("--config", str(config), "--demo", "--demo-interval", "60", "--data", str(tmp_path / "data"))
     driver = browser()
@@ -222,6 +224,11 @@ def test_token_login_roles_and_photos(hubs, browser, tmp_path):
     wait_until("a photo to load", lambda: driver.execute_script(
         "return [...document.querySelectorAll('.thumbs img')].some(i => i.complete && i.naturalWidth > 0"
         " && i.src.startsWith('blob:'))"), timeout=30)
+
+    # A client role may not watch every order: the board says so.
+    sign_in(TOKENS["customer"])
+    notice = driver.find_element(By.ID, "notice")
+    wait_until("the forbidden notice", lambda: notice.is_displayed() and "client" in notice.text)
 
 
 def test_demo_board_screenshot(hubs, browser, tmp_path):
