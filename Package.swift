@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "TallyWebSocket", targets: ["TallyWebSocket"]),
         .library(name: "TallyTLS", targets: ["TallyTLS"]),
         .library(name: "TallyProtocol", targets: ["TallyProtocol"]),
+        .library(name: "TallyClient", targets: ["TallyClient"]),
     ],
     targets: [
         // C libraries from Debian, reached through module maps (see shim.h in each).
@@ -49,6 +50,9 @@ let package = Package(
                 swiftSettings: strict),
         // Load generators behind `tally bench`.
         .target(name: "TallyBench", dependencies: ["TallyNet", "TallyTLS"], swiftSettings: strict),
+        // The Swift client library: requests, reconnect with resume, observation.
+        .target(name: "TallyClient", dependencies: ["TallyNet", "TallyProtocol", "TallyWebSocket", "TallyTLS"],
+                swiftSettings: strict),
         // The command-line front end: argument parsing and output only.
         .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS",
                                                       "TallyProtocol", "TallyStore", "TallyEngine", "CSQLite"],
@@ -65,5 +69,7 @@ let package = Package(
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyStore", "TallyTestSupport"]),
         .testTarget(name: "TallyNetTests", dependencies: ["TallyNet", "TallyServer", "TallyTestSupport"]),
+        .testTarget(name: "TallyClientTests",
+                    dependencies: ["TallyClient", "TallyServer", "TallyNet", "TallyProtocol", "TallyTestSupport"]),
     ]
 )

@@ -1,0 +1,93 @@
+import TallyProtocol
+
+/// The state a subscription starts from: the reply to a subscribe without
+/// `since`, or a resnapshot (the hub's log no longer reached back).
+public struct Snapshot: Sendable, Equatable {
+    /// The state is as of this seq; later changes follow as `.changes`.
+    public var seq: Int64
+    /// True when a resume was asked for and the hub could not serve it:
+    /// whatever the subscriber held is to be replaced by this.
+    public var resnapshot: Bool
+    /// A prefix's records (all pages, in name order), or the one record of
+    /// a record subscription (empty when it does not exist).
+    public var records: [RecordEnvelope]
+    /// A list subscription's list (nil when it does not exist).
+    public var list: ListEnvelope?
+    /// The subscribe reply as it came (for a path subscription's `value`).
+    public var reply: JSONObject
+}
+
+/// What a subscription handler receives.
+public enum SubscriptionEvent: Sendable {
+    /// The current state (first subscribe, or resnapshot).
+    case snapshot(Snapshot)
+    /// Changes in seq order; after them the subscription has seen
+    /// everything up to `through`.
+    case changes([Change], through: Int64)
+    /// A published event (topic subscriptions).
+    case event(topic: String, data: JSONValue)
+    /// The hub refused the subscription (bad name, forbidden, …); it is removed.
+    case failed(ProtocolError)
+}
+
+/// A handle on one subscription: `cancel()` ends it.
+public final class Subscription: Sendable {
+    public let id: Int
+    public let target: SubscriptionTarget
+    private let core: ClientCore
+
+    init(id: Int, target: SubscriptionTarget, core: ClientCore) {
+        self.id = id
+        self.target = target
+        self.core = core
+    }
+
+    /// Stops delivery and unsubscribes on the hub (when connected).
+    public func cancel() {
+        let core = self.core
+        let id = self.id
+        core.queue.async { core.cancel(subscription: id) }
+    }
+}
+
+extension SubscriptionTarget {
+    /// The `subscribe`/`unsubscribe` members naming this target.
+    var members: JSONObject {
+        switch self {
+        case .record(let name): ["name": .string(name)]
+        case .path(let name, let path): ["name": .string(name), "path": .string(path.description)]
+        case .list(let name): ["list": .string(name)]
+        case .prefix(let prefix): ["prefix": .string(prefix)]
+        case .topic(let topic): ["topic": .string(topic)]
+        }
+    }
+
+    /// Whether a change push concerns this target. A push is sent once per
+    /// connection however many subscriptions it matches, so the client
+    /// routes it to each one itself.
+    func matches(_ change: Change) -> Bool {
+        switch (self, change.target) {
+        case (.record(let name), .record(let changed)): return name.sameBytes(as: changed)
+        case (.path(let name, let path), .record(let changed)):
+            guard name.sameBytes(as: changed) else { return false }
+            guard let text = change.path, let changedPath = try? RecordPath(parsing: text) else { return true }
+            return path.overlaps(changedPath)
+        case (.list(let name), .list(let changed)): return name.sameBytes(as: changed)
+        case (.prefix(let prefix), .record(let changed)): return changed.hasBytePrefix(prefix)
+        default: return false
+        }
+    }
+
+    var isTopic: Bool { if case .topic = self { true } else { false } }
+
+    /// A stable text form, e.g. `prefix:orders/` (for logs and stored cursors).
+    public var key: String {
+        switch self {
+        case .record(let name): "record:\(name)"
+        case .path(let name, let path): "path:\(name)#\(path)"
+        case .list(let name): "list:\(name)"
+        case .prefix(let prefix): "prefix:\(prefix)"
+        case .topic(let topic): "topic:\(topic)"
+        }
+    }
+}

@@ -1,0 +1,192 @@
+import Dispatch
+import TallyNet
+import TallyProtocol
+import TallyTLS
+
+/// A connection to a Tally hub that stays up: it reconnects with
+/// exponential backoff and full jitter, says hello with the token,
+/// resubscribes every subscription with `since` = the last seq it saw (or
+/// takes the snapshot a `resnapshot` answer brings), and only then reports
+/// `.live` and sends the requests it held.
+///
+/// Every callback (state, replies, subscription events, observations) runs
+/// on one serial queue per client (`queue`), in the order things happened,
+/// so handlers need no locks of their own. Every method may be called from
+/// any thread.
+///
+/// ```swift
+/// let client = try TallyClient(url: "ws://127.0.0.1:8080", token: token, clientName: "scanner-3")
+/// client.onStateChange { state, reason in print(state, reason ?? "") }
+/// let orders = client.observe(prefix: "orders/") { update in
+///     for name in update.changes.inserted { print("new", name) }
+/// }
+/// client.connect()
+/// let result = try await client.set("orders/42", path: "qty", value: 3, idem: "qty-42-3")
+/// ```
+public final class TallyClient: Sendable {
+    /// How the client connects, waits and gives up.
+    public struct Options: Sendable {
+        /// Delays between reconnect attempts (250 ms doubling to 30 s, full jitter).
+        public var backoff = Backoff()
+        /// A sent request without a reply for this long marks the connection
+        /// as stuck: it is dropped and reopened.
+        public var requestTimeoutMillis: Int64 = 30_000
+        /// How long a request waits for a live connection before failing
+        /// with `timeout`.
+        public var waitForConnectionMillis: Int64 = 30_000
+        /// Ping after this much silence; give the connection up after
+        /// `idleTimeoutMillis` without anything from the hub.
+        public var pingIntervalMillis: Int64 = 5_000
+        public var idleTimeoutMillis: Int64 = 15_000
+        /// The TCP connect + WebSocket handshake must finish within this.
+        public var connectTimeoutMillis: Int64 = 10_000
+        public var maxMessageSize = 256 << 20
+        public var maxOutboundBytes = 64 << 20
+        /// Wait the hello's `retryAfterMs` (sent by a hub that just started)
+        /// before resubscribing with a resume point.
+        public var honourRetryAfter = true
+        /// A connection that stayed up this long resets the backoff.
+        public var stableMillis: Int64 = 10_000
+        /// For wss:// URLs (default: the system's trust store).
+        public var tls: TLSContext?
+        /// Extra hello members, asked for at each connect (e.g. `outbox`).
+        public var helloExtras: (@Sendable () -> JSONObject)?
+        /// The event loop to run the socket on (default: a loop of the client's own).
+        public var loop: EventLoop?
+
+        public init() {}
+    }
+
+    let core: ClientCore
+
+    /// The serial queue every callback runs on.
+    public var queue: DispatchQueue { core.queue }
+    public var url: String { core.url }
+
+    /// Prepares a client; nothing happens on the network until `connect()`.
+    /// - Parameters:
+    ///   - url: `ws://host:port/v1/ws` or `wss://…` (an http(s) URL or one
+    ///     without a path is adjusted the way the CLI does).
+    ///   - token: the bearer token of a hub that requires one; sent in the hello.
+    ///   - clientName: shown in the hub's logs and `/v1/admin/clients`.
+    public init(url: String, token: String? = nil, clientName: String = "tally-swift",
+                options: Options = Options()) throws(ProtocolError) {
+        let resolved = Self.normalize(url)
+        do { _ = try WebSocketURL(resolved) } catch {
+            throw ProtocolError.badField("url", "'\(url)' is not a ws:// or wss:// URL: \(error)")
+        }
+        let loop: EventLoop
+        var group: EventLoopGroup?
+        if let given = options.loop {
+            loop = given
+        } else {
+            do { group = try EventLoopGroup(threads: 1) } catch {
+                throw ProtocolError(.storageFailed, "cannot start the client's event loop: \(error)")
+            }
+            loop = group!.next()
+        }
+        core = ClientCore(url: resolved, token: token, clientName: clientName, options: options,
+                          loop: loop, ownedGroup: group)
+    }
+
+    deinit {
+        let core = self.core
+        core.queue.async { core.close() }
+    }
+
+    /// ws:// for http://, wss:// for https://, `/v1/ws` when there is no path.
+    public static func normalize(_ url: String) -> String {
+        var url = url
+        if url.hasPrefix("http://") { url = "ws://" + url.dropFirst(7) }
+        if url.hasPrefix("https://") { url = "wss://" + url.dropFirst(8) }
+        let parts = url.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+        if parts.count >= 3, parts[0].hasSuffix(":"), parts[1].isEmpty {
+            if parts.count == 3 { url += "/v1/ws" } else if parts.count == 4, parts[3].isEmpty { url += "v1/ws" }
+        }
+        return url
+    }
+
+    // MARK: Lifecycle
+
+    /// Called on the client's queue with every state change and, for
+    /// `.reconnecting`, why the connection was lost.
+    public func onStateChange(_ handler: @escaping @Sendable (ConnectionState, String?) -> Void) {
+        let core = self.core
+        core.queue.async { core.stateHandler = handler }
+    }
+
+    /// Starts connecting (and keeps reconnecting until `close()`).
+    public func connect() {
+        let core = self.core
+        core.queue.async { core.connect() }
+    }
+
+    /// Closes the connection for good: pending requests fail with `client_closed`.
+    public func close() {
+        let core = self.core
+        core.queue.async { core.close() }
+    }
+
+    /// The current state (a snapshot: it may change right after).
+    public var state: ConnectionState { core.sync { core.state } }
+
+    /// Why the last connection was lost, if it was.
+    public var lastError: String? { core.sync { core.lastError } }
+
+    /// The last hello reply (`seq`, `floor`, `user`, `role`, `retryAfterMs`…).
+    public var hello: JSONObject? { core.sync { core.helloReply } }
+
+    // MARK: Requests
+
+    /// Sends any protocol message (without `id`, which the client assigns).
+    /// `completion` runs on the queue with the reply or the error: the hub's
+    /// refusal, or `disconnected` / `timeout` / `client_closed`.
+    public func send(_ message: JSONObject,
+                     completion: @escaping @Sendable (Result<JSONObject, ProtocolError>) -> Void) {
+        let core = self.core
+        core.queue.async { core.submit(message, completion) }
+    }
+
+    /// `send` for async code.
+    public func request(_ message: JSONObject) async throws(ProtocolError) -> JSONObject {
+        let result: Result<JSONObject, ProtocolError> = await withCheckedContinuation { continuation in
+            send(message) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    /// Tells the hub this client's sync health (`report`): writes waiting in
+    /// its outbox and the last seq it applied. Dropped when not live.
+    public func report(outbox: Int64?, seq: Int64?) {
+        var message: JSONObject = ["op": "report"]
+        if let outbox { message["outbox"] = .int(outbox) }
+        if let seq { message["seq"] = .int(seq) }
+        let (core, report) = (self.core, message)
+        core.queue.async { if core.phase == .live { core.fireAndForget(report) } }
+    }
+
+    // MARK: Subscriptions
+
+    /// Subscribes to a record, a path, a list, a prefix or a topic. The
+    /// subscription is remembered: after a reconnect it is sent again with
+    /// `since` = the last seq it saw, so `handler` gets exactly the changes
+    /// it missed (or a snapshot with `resnapshot: true`).
+    ///
+    /// - Parameters:
+    ///   - since: resume from this seq (e.g. one a store kept across runs);
+    ///     nil starts with a snapshot.
+    ///   - handler: runs on the queue. If it throws, the client drops the
+    ///     connection and delivers again from the last point it accepted.
+    public func subscribe(_ target: SubscriptionTarget, since: Int64? = nil,
+                          handler: @escaping @Sendable (SubscriptionEvent) throws -> Void) -> Subscription {
+        let core = self.core
+        let id = core.sync { core.subscribe(target, since: since, handler: handler) }
+        return Subscription(id: id, target: target, core: core)
+    }
+
+    /// The seq a subscription has seen everything up to (its next resume point).
+    public func cursor(of subscription: Subscription) -> Int64? {
+        let core = self.core
+        return core.sync { core.subscriptions[subscription.id]?.cursor }
+    }
+}
