@@ -53,9 +53,12 @@ let package = Package(
         // The Swift client library: requests, reconnect with resume, observation.
         .target(name: "TallyClient", dependencies: ["TallyNet", "TallyProtocol", "TallyWebSocket", "TallyTLS"],
                 swiftSettings: strict),
+        // The offline mirror behind `tally mirror`: local SQLite store, outbox, merge.
+        .target(name: "TallyMirror", dependencies: ["TallyClient", "TallyProtocol", "CSQLite"], swiftSettings: strict),
         // The command-line front end: argument parsing and output only.
         .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS",
-                                                      "TallyProtocol", "TallyStore", "TallyEngine", "CSQLite"],
+                                                      "TallyProtocol", "TallyStore", "TallyEngine", "CSQLite",
+                                                      "TallyClient", "TallyMirror"],
                           swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary directories, …).
@@ -71,5 +74,7 @@ let package = Package(
         .testTarget(name: "TallyNetTests", dependencies: ["TallyNet", "TallyServer", "TallyTestSupport"]),
         .testTarget(name: "TallyClientTests",
                     dependencies: ["TallyClient", "TallyServer", "TallyNet", "TallyProtocol", "TallyTestSupport"]),
+        .testTarget(name: "TallyMirrorTests",
+                    dependencies: ["TallyMirror", "TallyClient", "TallyServer", "TallyProtocol", "TallyTestSupport"]),
     ]
 )

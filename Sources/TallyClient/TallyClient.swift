@@ -147,6 +147,20 @@ public final class TallyClient: Sendable {
         core.queue.async { core.submit(message, completion) }
     }
 
+    /// Sends only on a live connection; otherwise fails at once with
+    /// `disconnected` instead of waiting. For callers that keep their own
+    /// queue of work and resend it after the next `.live` (an outbox).
+    public func sendIfLive(_ message: JSONObject,
+                           completion: @escaping @Sendable (Result<JSONObject, ProtocolError>) -> Void) {
+        let core = self.core
+        core.queue.async {
+            guard core.phase == .live else {
+                return completion(.failure(ProtocolError(.disconnected, "not connected to the hub")))
+            }
+            core.transmit(message, completion)
+        }
+    }
+
     /// `send` for async code.
     public func request(_ message: JSONObject) async throws(ProtocolError) -> JSONObject {
         let result: Result<JSONObject, ProtocolError> = await withCheckedContinuation { continuation in

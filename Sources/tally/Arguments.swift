@@ -43,6 +43,9 @@ struct Arguments {
 
     func string(_ name: String) -> String? { values[name]?.last }
 
+    /// Every value of an option that may be repeated (`--policy A --policy B`).
+    func strings(_ name: String) -> [String] { values[name] ?? [] }
+
     func int(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
         guard let text = string(name) else { return nil }
         guard let value = Int(text), range.contains(value) else {

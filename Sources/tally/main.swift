@@ -16,6 +16,8 @@ Commands:
   order          stock orders: new, advance, cancel, ls
   intake         intake jobs with photos: new, resume, status
   resolve        find the item a code (QR, barcode, SKU, serial) names
+  mirror         an offline mirror: run, get, set, del, ls, status, conflicts
+  verify         compare a mirror with the hub
   echo-check     check a WebSocket echo endpoint message by message
   bench          benchmarks: echo round trips, idle connection memory
   help           show this help; 'tally <command> --help' for a command
@@ -46,6 +48,10 @@ do {
         status = try IntakeCommand.run(args.dropFirst(2))
     case "resolve":
         status = try ResolveCommand.run(args.dropFirst(2))
+    case "mirror":
+        status = try MirrorCommand.run(args.dropFirst(2))
+    case "verify":
+        status = try VerifyCommand.run(args.dropFirst(2))
     case "bench":
         status = try BenchCommand.run(args.dropFirst(2))
     case let other?:

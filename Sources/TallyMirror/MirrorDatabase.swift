@@ -1,0 +1,156 @@
+import CSQLite
+
+/// Why the mirror's store could not be read or written; the message names
+/// the file and what was being done.
+public struct MirrorStoreError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// A value bound to, or read from, an SQL statement.
+enum SQLValue: Equatable {
+    case null
+    case int(Int64)
+    case text(String)
+
+    var int: Int64? { if case .int(let value) = self { value } else { nil } }
+    var text: String? { if case .text(let value) = self { value } else { nil } }
+
+    init(_ text: String?) { self = text.map { .text($0) } ?? .null }
+    init(_ int: Int64?) { self = int.map { .int($0) } ?? .null }
+}
+
+/// One SQLite connection with one owner (the thread or queue of whoever
+/// opened it), its statements prepared once and reused.
+///
+/// WAL with `synchronous=FULL`: "a transaction committed in WAL mode with
+/// synchronous=FULL … is durable across a power loss"
+/// (sqlite.org/pragma.html#pragma_synchronous). Several processes use one
+/// mirror file at once (`mirror run` and `mirror set`), so every connection
+/// waits for the write lock instead of failing (sqlite.org/c3ref/busy_timeout.html).
+final class MirrorDatabase {
+    private let db: OpaquePointer
+    let path: String
+    private var statements: [String: OpaquePointer] = [:]
+    private var depth = 0
+
+    init(path: String) throws(MirrorStoreError) {
+        var handle: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+        guard rc == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
+            if let handle { sqlite3_close_v2(handle) }
+            throw MirrorStoreError("cannot open the mirror store '\(path)': \(message)")
+        }
+        db = handle
+        self.path = path
+        do throws(MirrorStoreError) {
+            sqlite3_busy_timeout(db, 30_000)
+            let mode = try query("PRAGMA journal_mode=WAL").first?.first?.text ?? ""
+            guard mode.lowercased() == "wal" else {
+                throw MirrorStoreError("cannot put the mirror store '\(path)' in WAL mode (journal_mode is \(mode))")
+            }
+            try execute("PRAGMA synchronous=FULL")
+        } catch {
+            sqlite3_close_v2(db)
+            throw error
+        }
+    }
+
+    deinit {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close_v2(db)
+    }
+
+    func execute(_ sql: String) throws(MirrorStoreError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(db, sql, nil, nil, &message)
+        if rc != SQLITE_OK {
+            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
+            sqlite3_free(message)
+            throw MirrorStoreError("mirror store '\(path)': \(text) (in: \(sql.prefix(60)))")
+        }
+    }
+
+    /// Runs one statement with `parameters` bound in order; the rows it returns.
+    @discardableResult
+    func query(_ sql: String, _ parameters: [SQLValue] = []) throws(MirrorStoreError) -> [[SQLValue]] {
+        let statement = try prepared(sql)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        // SQLITE_TRANSIENT: SQLite copies the text before bind returns.
+        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        for (index, value) in parameters.enumerated() {
+            let position = Int32(index + 1)
+            let rc: Int32
+            switch value {
+            case .null: rc = sqlite3_bind_null(statement, position)
+            case .int(let int): rc = sqlite3_bind_int64(statement, position, int)
+            case .text(let text): rc = sqlite3_bind_text(statement, position, text, -1, transient)
+            }
+            try check(rc, sql)
+        }
+        var rows: [[SQLValue]] = []
+        while true {
+            let rc = sqlite3_step(statement)
+            if rc == SQLITE_DONE { return rows }
+            guard rc == SQLITE_ROW else { try check(rc, sql); return rows }
+            var row: [SQLValue] = []
+            for column in 0..<sqlite3_column_count(statement) {
+                switch sqlite3_column_type(statement, column) {
+                case SQLITE_INTEGER: row.append(.int(sqlite3_column_int64(statement, column)))
+                case SQLITE_NULL: row.append(.null)
+                default:
+                    if let text = sqlite3_column_text(statement, column) {
+                        row.append(.text(String(cString: text)))
+                    } else {
+                        row.append(.null)
+                    }
+                }
+            }
+            rows.append(row)
+        }
+    }
+
+    private func prepared(_ sql: String) throws(MirrorStoreError) -> OpaquePointer {
+        if let statement = statements[sql] { return statement }
+        var statement: OpaquePointer?
+        try check(sqlite3_prepare_v2(db, sql, -1, &statement, nil), sql)
+        guard let statement else { throw MirrorStoreError("mirror store '\(path)': empty statement \(sql.prefix(60))") }
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Runs `body` in one write transaction: BEGIN IMMEDIATE takes the write
+    /// lock up front, so the transaction cannot fail halfway on a lock held
+    /// by another process (sqlite.org/lang_transaction.html); rolled back if
+    /// `body` throws. Nested calls join the outer transaction.
+    func transaction<R>(_ body: () throws(MirrorStoreError) -> R) throws(MirrorStoreError) -> R {
+        if depth > 0 { return try body() }
+        try execute("BEGIN IMMEDIATE")
+        depth += 1
+        defer { depth -= 1 }
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Changes when another connection commits (sqlite.org/pragma.html#pragma_data_version).
+    func dataVersion() throws(MirrorStoreError) -> Int64 {
+        try query("PRAGMA data_version").first?.first?.int ?? 0
+    }
+
+    private func check(_ rc: Int32, _ sql: String) throws(MirrorStoreError) {
+        guard rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE else {
+            throw MirrorStoreError("mirror store '\(path)': \(String(cString: sqlite3_errmsg(db))) (in: \(sql.prefix(60)))")
+        }
+    }
+}

@@ -1,0 +1,395 @@
+@preconcurrency import Glibc
+import TallyMirror
+import TallyProtocol
+
+/// `tally mirror run|get|set|del|ls|status|conflicts`: a local SQLite copy
+/// of part of the hub that keeps working while the hub is away (see
+/// docs/mirror.md). Everything here only parses and prints; the store,
+/// outbox, merge and sync live in TallyMirror.
+enum MirrorCommand {
+    static let storeHelp = """
+      --store FILE   the mirror's SQLite file (default $TALLY_MIRROR, else
+                     $XDG_DATA_HOME/tally/mirror.sqlite, else
+                     ~/.local/share/tally/mirror.sqlite)
+    """
+
+    static let usage = """
+    Usage: tally mirror <command> [--store FILE] [options]
+
+    A local copy of the records and lists under some prefixes, kept current
+    by 'tally mirror run', readable and writable whether or not the hub is
+    reachable. Local writes wait in an outbox and reach the hub exactly once;
+    when the hub moved on meanwhile they are merged field by field.
+
+    Commands:
+      run        keep the mirror current and replay the outbox (runs until stopped)
+      get        print a record from the mirror
+      set        write a record (or a value at a path) locally; sent when online
+      del        delete a record (or a value at a path) locally
+      ls         list the mirrored records under a prefix
+      status     online/offline, hub, last seq, outbox depth, conflicts, last error
+      conflicts  list recorded conflicts; 'conflicts resolve ID --take local|hub'
+
+    Run 'tally mirror <command> --help' for a command's options.
+    See also 'tally verify' to compare a mirror with the hub.
+
+    \(storeHelp)
+    """
+
+    static let helps: [String: String] = [
+        "run": """
+        Usage: tally mirror run --store FILE [--policy PREFIX=hub|client|both …] PATTERN…
+
+        Keeps a local mirror of every record and list matching the patterns
+        current, and replays the outbox of local writes, until interrupted
+        (SIGINT/SIGTERM stop it cleanly; a killed run resumes where it was).
+
+        PATTERN is a prefix ending in '/' (orders/, intake/, items/), which also
+        brings the workflow's list (orders, intake), or a name, which mirrors
+        that record and the list of that name. Without patterns, the ones of
+        the last run on this store are used.
+
+        Through outages it keeps reconnecting (backoff 250 ms doubling to 30 s,
+        full jitter). On reconnect it pulls exactly the changes missed since the
+        last seq it applied (or a fresh snapshot when the hub's log no longer
+        reaches back), then sends the outbox in order, each write with its
+        idempotency key and the version it was based on.
+
+          --policy PREFIX=POLICY   who wins a field both sides changed under
+                                   PREFIX: hub (default), client, or both (keep
+                                   the hub's value and record a conflict, here
+                                   and as a conflicts/<id> record on the hub).
+                                   Stage fields of workflows never move back:
+                                   the furthest legally reachable stage wins.
+          --quiet                  no progress bar or log lines on stderr
+
+        Only one 'mirror run' works on a store at a time.
+        """,
+        "get": """
+        Usage: tally mirror get NAME [--path P] [--json] [--store FILE]
+
+        Prints the mirror's copy of a record (or the value at --path), with
+        its local writes applied, whether or not the hub is reachable. With
+        --json: {"name","version","seq","data","pending"} where version and seq
+        are the hub's copy's and pending says whether local writes wait in
+        the outbox. A record the mirror does not have: exit 1 (not_found).
+        """,
+        "set": """
+        Usage: tally mirror set NAME [PATH] VALUE [--if-version N] [--idem KEY] [--json] [--store FILE]
+
+        Like 'tally set', against the mirror: the write applies to the local copy
+        at once and waits in the outbox until 'tally mirror run' sends it. VALUE
+        is JSON (a bare word is a string); without PATH it is the whole record.
+        Setting the stage of a workflow record (orders/…, intake/…) moves it
+        with an advance, checked against the workflow's transitions.
+          --if-version N   refuse unless the local copy is based on hub version N
+                           (0: the hub has no such record as far as the mirror knows)
+          --idem KEY       the idempotency key (default: a fresh random one)
+        Prints NAME and the outbox depth; --json adds "pending": true.
+        """,
+        "del": """
+        Usage: tally mirror del NAME [PATH] [--if-version N] [--idem KEY] [--json] [--store FILE]
+
+        Like 'tally del', against the mirror: deletes the local copy of the
+        record (or the value at PATH) at once; the hub follows when online.
+        """,
+        "ls": """
+        Usage: tally mirror ls [PREFIX] [--lists] [--json] [--store FILE]
+
+        Lists the mirrored records under PREFIX (default: all) in name order,
+        marking those with local writes waiting. --lists lists the mirrored
+        lists instead. --json: {"records":[{"name","version","seq","data","pending"}…]}
+        (or {"lists":[{"list","version","seq","entries"}…]}).
+        """,
+        "status": """
+        Usage: tally mirror status [--json] [--store FILE]
+
+        Whether a 'mirror run' is connected (online/offline), the hub, the last
+        seq applied, writes waiting in the outbox, writes the hub refused,
+        open conflicts and the last error. --json keys: online, running, server,
+        lastSeq, outbox, failed, conflicts, lastError, lastErrorAt, patterns,
+        client, store.
+        """,
+        "conflicts": """
+        Usage: tally mirror conflicts [--all] [--json] [--store FILE]
+               tally mirror conflicts resolve ID --take local|hub [--json] [--store FILE]
+
+        Lists the conflicts recorded under a 'both' policy (a field changed here
+        and on the hub; the hub's value was kept): ID, record, field, both values.
+        --all includes resolved ones. 'resolve' settles one: --take local writes
+        the mirror's value (through the outbox), --take hub keeps the hub's;
+        either way the conflicts/<ID> record on the hub is marked resolved.
+        """,
+    ]
+
+    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+        guard let sub = args.first, !sub.hasPrefix("-") else {
+            if args.contains("--help") || args.contains("-h") {
+                print(usage)
+                return 0
+            }
+            throw UsageError(message: "mirror needs a command: run, get, set, del, ls, status or conflicts")
+        }
+        let rest = args.dropFirst()
+        switch sub {
+        case "run":
+            return try MirrorRunCommand.run(rest)
+        case "get", "set", "del", "ls", "status", "conflicts":
+            let a = try Arguments(rest, command: "mirror \(sub)",
+                                  valued: ["store", "path", "if-version", "idem", "take"],
+                                  flags: ["json", "help", "lists", "all"])
+            if a.flag("help") {
+                print(helps[sub]! + "\n\n" + storeHelp)
+                return 0
+            }
+            return try perform(sub, a)
+        case "help":
+            print(usage)
+            return 0
+        default:
+            throw UsageError(message: "unknown mirror command '\(sub)'; use run, get, set, del, ls, status or conflicts")
+        }
+    }
+
+    /// `--store`, else `$TALLY_MIRROR`, else the XDG data directory.
+    static func storePath(_ a: Arguments) throws(UsageError) -> String {
+        func env(_ name: String) -> String? {
+            guard let value = getenv(name).map({ String(cString: $0) }), !value.isEmpty else { return nil }
+            return value
+        }
+        if let flag = a.string("store") {
+            guard !flag.isEmpty else { throw UsageError(message: "--store needs a file name") }
+            return flag
+        }
+        if let file = env("TALLY_MIRROR") { return file }
+        if let data = env("XDG_DATA_HOME") { return "\(data)/tally/mirror.sqlite" }
+        guard let home = env("HOME") else {
+            throw UsageError(message: "cannot place the mirror store: HOME is not set; use --store FILE or TALLY_MIRROR")
+        }
+        return "\(home)/.local/share/tally/mirror.sqlite"
+    }
+
+    /// Opens the store (creating it and its directory when `create`).
+    static func open(_ path: String, create: Bool) throws(CLIError) -> MirrorStore {
+        if !create, access(path, F_OK) != 0 {
+            throw .disconnected("no mirror store at \(path); start one with 'tally mirror run --store \(path) PATTERN…'")
+        }
+        if create {
+            do { try IntakeOutbox.makeDirectories(IntakeOutbox.directory(of: path)) } catch {
+                throw .disconnected(error.message)
+            }
+        }
+        do { return try MirrorStore(path: path) } catch { throw .disconnected(error.message) }
+    }
+
+    /// Runs one command, mapping failures to messages and exit statuses:
+    /// usage mistakes 2, refusals and store failures 1.
+    static func perform(_ sub: String, _ a: Arguments) throws(UsageError) -> Int32 {
+        do {
+            let path = try storePath(a)
+            switch sub {
+            case "get": try get(a, path)
+            case "set": try set(a, path)
+            case "del": try del(a, path)
+            case "ls": try ls(a, path)
+            case "status": try status(a, path)
+            default: try conflicts(a, path)
+            }
+            return 0
+        } catch let error as UsageError {
+            throw error
+        } catch let error as CLIError {
+            printError(error.message)
+            return 1
+        } catch let error as MirrorError {
+            if case .refused(let refusal) = error, refusal.code == .badPath || refusal.code == .badField || refusal.code == .badName {
+                printError("\(refusal.message)\nRun 'tally mirror \(sub) --help' for usage.")
+                return 2
+            }
+            printError(error.description)
+            return 1
+        } catch let error as ProtocolError {
+            printError("\(error.message)\nRun 'tally mirror \(sub) --help' for usage.")
+            return 2
+        } catch {
+            printError("\(error)")
+            return 1
+        }
+    }
+
+    static func parsePath(_ text: String) throws(UsageError) -> RecordPath {
+        do { return try RecordPath(parsing: text) } catch {
+            throw UsageError(message: "'\(text)' is not a path: \(error.message)")
+        }
+    }
+
+    // MARK: Reads
+
+    static func get(_ a: Arguments, _ path: String) throws {
+        let p = a.positionals
+        guard p.count == 1 else { throw UsageError(message: "mirror get needs exactly one record name") }
+        try Names.validate(p[0], field: "NAME")
+        let store = try open(path, create: false)
+        guard let record = try store.record(p[0]), let data = record.data else {
+            throw MirrorError.refused(ProtocolError(.notFound, "\(p[0]) is not in the mirror \(path)"))
+        }
+        let pending = try !store.pendingEntries(name: p[0]).isEmpty
+        var envelope: JSONObject = ["name": .string(record.name), "version": .int(record.version), "seq": .int(record.seq),
+                                    "pending": .bool(pending)]
+        if let pathText = a.string("path") {
+            let parsed = try parsePath(pathText)
+            guard let value = JSONValue.object(data).value(at: parsed) else {
+                throw MirrorError.refused(ProtocolError(.notFound, "\(p[0]) has no value at \(pathText) in the mirror"))
+            }
+            envelope["path"] = .string(pathText)
+            envelope["value"] = value
+            if a.flag("json") { return ClientCommands.output(.object(envelope)) }
+            return ClientCommands.output(value, pretty: true)
+        }
+        envelope["data"] = .object(data)
+        if a.flag("json") { return ClientCommands.output(.object(envelope)) }
+        ClientCommands.output(.object(data), pretty: true)
+    }
+
+    static func ls(_ a: Arguments, _ path: String) throws {
+        let p = a.positionals
+        guard p.count <= 1 else { throw UsageError(message: "mirror ls takes at most one PREFIX") }
+        let prefix = p.first ?? ""
+        if !prefix.isEmpty { try Names.validatePrefix(prefix, field: "PREFIX") }
+        let store = try open(path, create: false)
+        if a.flag("lists") {
+            let lists = try store.lists(prefix: prefix)
+            if a.flag("json") {
+                return ClientCommands.output(.object(["lists": .array(lists.map { list in
+                    .object(["list": .string(list.name), "version": .int(list.version), "seq": .int(list.seq),
+                             "entries": .array(list.entries.map(JSONValue.string))])
+                })]))
+            }
+            for list in lists { print("\(list.name)  v\(list.version)  \(list.entries.count) entries") }
+            return
+        }
+        let records = try store.records(prefix: prefix)
+        var pendingNames: Set<String> = []
+        for entry in try store.pendingEntries(after: 0, limit: Int.max) { pendingNames.insert(entry.name) }
+        if a.flag("json") {
+            return ClientCommands.output(.object(["records": .array(records.map { record in
+                .object(["name": .string(record.name), "version": .int(record.version), "seq": .int(record.seq),
+                         "data": .object(record.data ?? [:]), "pending": .bool(pendingNames.contains(record.name))])
+            })]))
+        }
+        for record in records {
+            print("\(record.name)  v\(record.version)\(pendingNames.contains(record.name) ? "  pending" : "")")
+        }
+    }
+
+    // MARK: Writes
+
+    static func set(_ a: Arguments, _ path: String) throws {
+        let p = a.positionals
+        guard p.count == 2 || p.count == 3 else {
+            throw UsageError(message: "mirror set needs NAME [PATH] VALUE, e.g. tally mirror set orders/42 stage ready")
+        }
+        try Names.validate(p[0], field: "NAME")
+        let value = ClientCommands.parseValue(p[p.count - 1])
+        if p.count == 3 {
+            _ = try parsePath(p[1])
+        } else if case .object = value {
+        } else {
+            throw UsageError(message: "a whole record is a JSON object, e.g. '{\"stage\":\"ready\"}'; to set one field give a PATH")
+        }
+        try write(a, path, .set(name: p[0], path: p.count == 3 ? p[1] : nil, value: value))
+    }
+
+    static func del(_ a: Arguments, _ path: String) throws {
+        let p = a.positionals
+        guard p.count == 1 || p.count == 2 else { throw UsageError(message: "mirror del needs NAME [PATH]") }
+        try Names.validate(p[0], field: "NAME")
+        if p.count == 2 { _ = try parsePath(p[1]) }
+        try write(a, path, .delete(name: p[0], path: p.count == 2 ? p[1] : nil))
+    }
+
+    private static func write(_ a: Arguments, _ path: String, _ command: LocalCommand) throws {
+        var ifVersion: Int64?
+        if let text = a.string("if-version") {
+            guard let version = Int64(text), version >= 0 else {
+                throw UsageError(message: "--if-version must be a version number (0: must not exist), not '\(text)'")
+            }
+            ifVersion = version
+        }
+        let idem = a.string("idem")
+        if let idem, idem.isEmpty || idem.utf8.count > 200 {
+            throw UsageError(message: "--idem must be 1 to 200 bytes")
+        }
+        let store = try open(path, create: true)
+        let result = try store.write(command, ifVersion: ifVersion, idem: idem)
+        if a.flag("json") {
+            var body: JSONObject = ["name": .string(result.name), "version": .int(result.version), "seq": .int(result.seq),
+                                    "pending": true, "outbox": .int(result.outbox), "idem": .string(result.idem),
+                                    "entries": .array(result.entries.map { .int($0) })]
+            if let data = result.data { body["data"] = .object(data) }
+            return ClientCommands.output(.object(body))
+        }
+        print("\(result.name) pending (outbox \(result.outbox); based on version \(result.version))")
+    }
+
+    // MARK: Status and conflicts
+
+    static func status(_ a: Arguments, _ path: String) throws {
+        guard a.positionals.isEmpty else { throw UsageError(message: "mirror status takes no arguments") }
+        let store = try open(path, create: false)
+        let running = try MirrorRunLock.isHeld(store: path)
+        let onlineFlag = try store.meta("online")
+        let online = running && onlineFlag == "1"
+        let cursors = try store.cursors()
+        let lastSeq = Int64(try store.meta("last_seq") ?? "") ?? cursors.values.max() ?? 0
+        let depth = try store.outboxDepth()
+        let failed = try store.failedEntries().count
+        let conflicts = try store.conflicts().count
+        let lastError = try store.meta("last_error")
+        let patterns = (try store.meta("patterns")).flatMap { try? JSONValue.parse($0) } ?? .array([])
+        var body: JSONObject = [
+            "store": .string(path), "online": .bool(online), "running": .bool(running),
+            "server": (try store.meta("hub")).map(JSONValue.string) ?? .null, "lastSeq": .int(lastSeq),
+            "outbox": .int(depth), "failed": .int(Int64(failed)), "conflicts": .int(Int64(conflicts)),
+            "lastError": lastError.map(JSONValue.string) ?? .null, "patterns": patterns,
+            "client": (try store.meta("client")).map(JSONValue.string) ?? .null,
+        ]
+        if let at = (try store.meta("last_error_at")).flatMap({ Int64($0) }) { body["lastErrorAt"] = .int(at) }
+        if a.flag("json") { return ClientCommands.output(.object(body)) }
+        let state = online ? "online" : running ? "offline (mirror run is reconnecting)" : "offline (no mirror run on this store)"
+        print("mirror \(path): \(state)")
+        print("  hub          \(body["server"]?.stringValue ?? "(never run)")")
+        let names = patterns.arrayValue?.compactMap(\.stringValue) ?? []
+        print("  patterns     \(names.isEmpty ? "(none)" : names.joined(separator: " "))")
+        print("  last seq     \(lastSeq)")
+        print("  outbox       \(depth) write\(depth == 1 ? "" : "s") waiting")
+        if failed > 0 { print("  refused      \(failed) write\(failed == 1 ? "" : "s") the hub refused (see the log of mirror run)") }
+        print("  conflicts    \(conflicts) open\(conflicts > 0 ? " ('tally mirror conflicts' lists them)" : "")")
+        print("  last error   \(lastError ?? "none")")
+    }
+
+    static func conflicts(_ a: Arguments, _ path: String) throws {
+        let p = a.positionals
+        let store = try open(path, create: false)
+        if p.first == "resolve" {
+            guard p.count == 2 else { throw UsageError(message: "conflicts resolve needs an ID and --take local|hub") }
+            guard let take = a.string("take"), take == "local" || take == "hub" else {
+                throw UsageError(message: "conflicts resolve needs --take local or --take hub")
+            }
+            let mirror = try store.meta("client") ?? "mirror:\(path)"
+            let conflict = try store.resolveConflict(p[1], take: take == "local" ? .client : .hub, mirror: mirror)
+            if a.flag("json") { return ClientCommands.output(.object(conflict.json)) }
+            print("conflict \(conflict.id) resolved: \(conflict.name) \(conflict.field) takes the \(take == "local" ? "mirror's" : "hub's") value"
+                  + (take == "local" ? " (sent when online)" : ""))
+            return
+        }
+        guard p.isEmpty else { throw UsageError(message: "mirror conflicts takes no arguments (or: resolve ID --take local|hub)") }
+        let list = try store.conflicts(includeResolved: a.flag("all"))
+        if a.flag("json") { return ClientCommands.output(.object(["conflicts": .array(list.map { .object($0.json) })])) }
+        if list.isEmpty { return print("no \(a.flag("all") ? "" : "open ")conflicts") }
+        for conflict in list {
+            let state = conflict.resolved.map { "resolved: took \($0)" } ?? "open"
+            print("\(conflict.id)  \(conflict.name)  \(conflict.field)  local=\((conflict.local ?? .null).serializedString)  hub=\((conflict.hub ?? .null).serializedString)  base=\((conflict.base ?? .null).serializedString)  (\(conflict.policy), \(state))")
+        }
+    }
+}

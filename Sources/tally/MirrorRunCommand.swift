@@ -1,0 +1,219 @@
+@preconcurrency import Glibc
+import Synchronization
+import TallyClient
+import TallyMirror
+import TallyNet
+import TallyProtocol
+
+/// `tally mirror run`: starts `MirrorSync` on the store and waits for
+/// SIGINT/SIGTERM (or a fatal store error).
+enum MirrorRunCommand {
+    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+        let a = try Arguments(args, command: "mirror run",
+                              valued: HubAccess.valuedOptions.union(["store", "policy"]),
+                              flags: HubAccess.flagOptions.union(["help", "quiet"]))
+        if a.flag("help") {
+            print(MirrorCommand.helps["run"]! + "\n\n" + MirrorCommand.storeHelp + "\n" + HubAccess.help)
+            return 0
+        }
+        var policies: [String: MergePolicy] = [:]
+        for text in a.strings("policy") {
+            guard let (prefix, policy) = PolicyTable.parse(text) else {
+                throw UsageError(message: "--policy takes PREFIX=hub|client|both (e.g. notes/=both), not '\(text)'")
+            }
+            if !prefix.isEmpty {
+                do { try Names.validatePrefix(prefix, field: "PREFIX") } catch { throw error.usage }
+            }
+            policies[prefix] = policy
+        }
+        for pattern in a.positionals where !pattern.isEmpty {
+            do {
+                if pattern.hasSuffix("/") { try Names.validatePrefix(pattern, field: "PATTERN") } else {
+                    try Names.validate(pattern, field: "PATTERN")
+                }
+            } catch {
+                throw error.usage
+            }
+        }
+        let path = try MirrorCommand.storePath(a)
+
+        // Signals are taken by sigwait on this thread: block them before any
+        // other thread starts so every thread inherits the mask.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for signal in [SIGINT, SIGTERM, SIGUSR1] { sigaddset(&signals, signal) }
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+
+        let store: MirrorStore
+        do { store = try MirrorCommand.open(path, create: true) } catch {
+            printError(error.message)
+            return 1
+        }
+        let lock: MirrorRunLock
+        do {
+            guard let held = try MirrorRunLock.acquire(store: path) else {
+                printError("another 'tally mirror run' is using \(path) (only one may run per store); 'tally mirror status --store \(path)' shows it")
+                return 1
+            }
+            lock = held
+        } catch {
+            printError(error.message)
+            return 1
+        }
+        defer { lock.release() }
+
+        var patterns = a.positionals
+        var access = HubAccess(a)
+        do {
+            if patterns.isEmpty, let stored = try store.meta("patterns"),
+               let list = (try? JSONValue.parse(stored))?.arrayValue?.compactMap(\.stringValue) {
+                patterns = list
+            }
+            if access.server == nil, let hub = try store.meta("hub") { access.server = hub }
+        } catch {
+            printError(error.message)
+            return 1
+        }
+        guard !patterns.isEmpty else {
+            throw UsageError(message: "mirror run needs at least one PATTERN (e.g. orders/ items/)")
+        }
+        let url = access.url
+        do { try access.checkTransport(url) } catch {
+            printError(error.message)
+            return 1
+        }
+
+        let quiet = a.flag("quiet")
+        let progress = ResyncProgress(quiet: quiet)
+        let fatal = Mutex<String?>(nil)
+        var configuration = MirrorSync.Configuration(url: url, token: access.token,
+                                                     clientID: clientID(store: path), patterns: patterns)
+        configuration.serverLabel = access.server ?? url
+        configuration.policies = PolicyTable(policies)
+        configuration.options.requestTimeoutMillis = 15_000
+        configuration.options.pingIntervalMillis = 3_000
+        configuration.options.idleTimeoutMillis = 10_000
+        configuration.options.connectTimeoutMillis = 6_000
+        let fetchAccess = access
+        configuration.fetchWorkflows = {
+            guard let response = try? HTTPClient(access: fetchAccess).get("/v1/workflows"), response.status == 200 else {
+                return nil
+            }
+            return try? JSONValue.parse(response.body)
+        }
+        configuration.progress = { progress.show($0) }
+        configuration.log = { line in if !quiet { progress.log(line) } }
+        configuration.fatal = { message in
+            fatal.withLock { $0 = message }
+            kill(getpid(), SIGUSR1)
+        }
+        let sync: MirrorSync
+        do { sync = try MirrorSync(store: store, configuration: configuration) } catch {
+            printError(error.description)
+            return 1
+        }
+        if !quiet {
+            fputs("tally: mirroring \(patterns.joined(separator: " ")) from \(url) into \(path)\n", stderr)
+        }
+        sync.start()
+
+        var received: Int32 = 0
+        while sigwait(&signals, &received) != 0 {}
+        if let message = fatal.withLock({ $0 }) {
+            printError("mirror run stopped: \(message)")
+            return 1
+        }
+        sync.stop()
+        if !quiet { fputs("tally: mirror run stopped (\(received == SIGINT ? "interrupted" : "terminated")); the store is consistent\n", stderr) }
+        return 0
+    }
+
+    /// `mirror:<host>:<hash of the store's absolute path>`: the same mirror
+    /// gets the same id on every run.
+    static func clientID(store path: String) -> String {
+        var host = [CChar](repeating: 0, count: 256)
+        gethostname(&host, host.count - 1)
+        let hostname = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var absolute = path
+        if let resolved = realpath(path, nil) {
+            absolute = String(cString: resolved)
+            free(resolved)
+        }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in absolute.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let digits = Array("0123456789abcdef")
+        let hex = String((0..<12).map { digits[Int((hash >> (60 - UInt64($0) * 4)) & 0xf)] })
+        return "mirror:\(hostname):\(hex)"
+    }
+}
+
+/// The lock that makes `mirror run` one per store: flock(2) on `<store>.lock`,
+/// released when the process ends however it ends (a SIGKILLed run leaves no
+/// stale lock, and `mirror status` can tell nobody runs).
+struct MirrorRunLock {
+    let lock: OutboxLock
+
+    static func acquire(store path: String) throws(OutboxError) -> MirrorRunLock? {
+        try OutboxLock.acquire(path: "\(path).lock", wait: false).map(MirrorRunLock.init(lock:))
+    }
+
+    /// Whether some process holds the lock right now.
+    static func isHeld(store path: String) throws(CLIError) -> Bool {
+        guard access("\(path).lock", F_OK) == 0 else { return false }
+        do {
+            guard let probe = try OutboxLock.acquire(path: "\(path).lock", wait: false) else { return true }
+            probe.release()
+            return false
+        } catch {
+            throw .disconnected(error.message)
+        }
+    }
+
+    func release() { lock.release() }
+}
+
+/// The resync progress bar on stderr (redrawn in place on a terminal; a
+/// line at start and end otherwise) and the run's log lines.
+final class ResyncProgress: Sendable {
+    private let isTerminal = isatty(STDERR_FILENO) == 1
+    private let quiet: Bool
+    private let state = Mutex<(label: String, percent: Int, drawn: Bool)>(("", -1, false))
+
+    init(quiet: Bool) { self.quiet = quiet }
+
+    func show(_ progress: MirrorSync.Progress) {
+        guard !quiet else { return }
+        let percent = progress.total > 0 ? progress.done * 100 / progress.total : 100
+        state.withLock { state in
+            if isTerminal {
+                guard percent != state.percent || state.label != progress.label else { return }
+                let width = 30
+                let filled = width * percent / 100
+                let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+                fputs("\r\(progress.label) [\(bar)] \(percent)% \(progress.done)/\(progress.total)\u{1B}[K", stderr)
+                state.drawn = true
+                if progress.done >= progress.total {
+                    fputs("\n", stderr)
+                    state.drawn = false
+                }
+            } else if state.label != progress.label || progress.done >= progress.total {
+                fputs("tally: \(progress.label): \(progress.done)/\(progress.total)\n", stderr)
+            }
+            state.label = progress.done >= progress.total ? "" : progress.label
+            state.percent = percent
+        }
+    }
+
+    func log(_ line: String) {
+        state.withLock { state in
+            if state.drawn {
+                fputs("\n", stderr)
+                state.drawn = false
+            }
+            fputs("tally: mirror: \(line)\n", stderr)
+        }
+    }
+}
