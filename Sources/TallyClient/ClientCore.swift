@@ -207,7 +207,7 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
-    func close() {
+    func close(stopLoop: Bool = true) {
         guard phase != .closed else { return }
         generation += 1
         socket?.close()
@@ -220,7 +220,7 @@ final class ClientCore: @unchecked Sendable {
         subscriptions = [:]
         for pending in failed { pending.completion(.failure(error)) }
         emit(.offline, nil)
-        if let group = ownedGroup {
+        if stopLoop, let group = ownedGroup {
             // Let the close frame go out before the loop stops.
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(100)) { group.shutdown() }
         }

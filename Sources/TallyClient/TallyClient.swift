@@ -127,6 +127,16 @@ public final class TallyClient: Sendable {
         core.queue.async { core.close() }
     }
 
+    /// Closes and waits until the client's own event loop has stopped. Call
+    /// it before the process exits: a loop thread still encrypting or
+    /// masking a frame would race the C libraries' exit handlers. Not from
+    /// the client's queue.
+    public func shutdown() {
+        let core = self.core
+        core.queue.sync { core.close(stopLoop: false) }
+        core.ownedGroup?.shutdown()
+    }
+
     /// The current state (a snapshot: it may change right after).
     public var state: ConnectionState { core.sync { core.state } }
 

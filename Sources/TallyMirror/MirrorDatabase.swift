@@ -75,11 +75,15 @@ final class MirrorDatabase {
 
     /// Runs one statement with `parameters` bound in order; the rows it returns.
     @discardableResult
-    func query(_ sql: String, _ parameters: [SQLValue] = []) throws(MirrorStoreError) -> [[SQLValue]] {
-        let statement = try prepared(sql)
+    func query(_ sql: String, _ parameters: [SQLValue] = [], cached: Bool = true) throws(MirrorStoreError) -> [[SQLValue]] {
+        let statement = try prepared(sql, cached: cached)
         defer {
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
+            if cached {
+                sqlite3_reset(statement)
+                sqlite3_clear_bindings(statement)
+            } else {
+                sqlite3_finalize(statement)
+            }
         }
         // SQLITE_TRANSIENT: SQLite copies the text before bind returns.
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
@@ -115,12 +119,12 @@ final class MirrorDatabase {
         }
     }
 
-    private func prepared(_ sql: String) throws(MirrorStoreError) -> OpaquePointer {
-        if let statement = statements[sql] { return statement }
+    private func prepared(_ sql: String, cached: Bool) throws(MirrorStoreError) -> OpaquePointer {
+        if cached, let statement = statements[sql] { return statement }
         var statement: OpaquePointer?
         try check(sqlite3_prepare_v2(db, sql, -1, &statement, nil), sql)
         guard let statement else { throw MirrorStoreError("mirror store '\(path)': empty statement \(sql.prefix(60))") }
-        statements[sql] = statement
+        if cached { statements[sql] = statement }
         return statement
     }
 
@@ -145,7 +149,9 @@ final class MirrorDatabase {
 
     /// Changes when another connection commits (sqlite.org/pragma.html#pragma_data_version).
     func dataVersion() throws(MirrorStoreError) -> Int64 {
-        try query("PRAGMA data_version").first?.first?.int ?? 0
+        // Prepared afresh each time: a kept PRAGMA statement answers the
+        // value it was prepared with.
+        try query("PRAGMA data_version", cached: false).first?.first?.int ?? 0
     }
 
     private func check(_ rc: Int32, _ sql: String) throws(MirrorStoreError) {

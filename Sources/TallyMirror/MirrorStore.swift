@@ -41,7 +41,7 @@ public final class MirrorStore: @unchecked Sendable {
                   name TEXT PRIMARY KEY, version INTEGER NOT NULL, seq INTEGER NOT NULL,
                   entries TEXT NOT NULL, base TEXT);
                 CREATE TABLE IF NOT EXISTS outbox(
-                  id INTEGER PRIMARY KEY, name TEXT NOT NULL, op TEXT NOT NULL, idem TEXT NOT NULL UNIQUE,
+                  id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, op TEXT NOT NULL, idem TEXT NOT NULL UNIQUE,
                   base_version INTEGER NOT NULL, base TEXT, created INTEGER NOT NULL,
                   attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT,
                   plan TEXT, step INTEGER NOT NULL DEFAULT 0, revision INTEGER NOT NULL DEFAULT 0,
@@ -164,7 +164,9 @@ public final class MirrorStore: @unchecked Sendable {
     }
 
     /// Pending entries in outbox order: all of one record's, or the next
-    /// `limit` after `id`.
+    /// `limit` after `id` (ids only grow: AUTOINCREMENT never reuses the id
+    /// of a removed entry, so "after the last one seen" finds every new one,
+    /// sqlite.org/autoinc.html).
     public func pendingEntries(name: String) throws(MirrorStoreError) -> [OutboxEntry] {
         try db.query("SELECT \(Self.entryColumns) FROM outbox WHERE name = ? AND state = 'pending' ORDER BY id",
                      [.text(name)]).map(Self.entry(row:))

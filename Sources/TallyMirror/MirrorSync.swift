@@ -140,8 +140,9 @@ public final class MirrorSync: @unchecked Sendable {
         tick()
     }
 
-    /// Commits what the hub confirmed, stores the resume points and closes.
-    /// Call from any thread but the queue.
+    /// Commits what the hub confirmed, stores the resume points, closes
+    /// the connection and waits for its event loop to stop. Call from any
+    /// thread but the queue.
     public func stop() {
         queue.sync {
             guard !stopped else { return }
@@ -149,8 +150,8 @@ public final class MirrorSync: @unchecked Sendable {
             persistCursors()
             try? store.setMeta(["online": "0", "pid": nil])
             stopped = true
-            client.close()
         }
+        client.shutdown()
     }
 
     private func fail(_ message: String) {
@@ -502,7 +503,12 @@ public final class MirrorSync: @unchecked Sendable {
             try store.transaction { () throws(MirrorStoreError) in
                 for (entry, result) in batch {
                     try store.db.query("DELETE FROM outbox WHERE id = ?", [.int(entry.id)])
-                    guard let result else { continue }
+                    guard let result else {
+                        // Nothing was written (the hub already held it): no
+                        // push will come, so the local view drops the write now.
+                        try refreshView(entry.name)
+                        continue
+                    }
                     if entry.plan == nil, result.version == entry.baseVersion + 1 {
                         try store.db.query("""
                             UPDATE outbox SET base_version = ? WHERE name = ? AND base_version = ? AND id > ?
@@ -511,10 +517,16 @@ public final class MirrorSync: @unchecked Sendable {
                     }
                     // No push will come for a record outside the mirrored
                     // patterns: the confirmed write is its copy.
-                    if !covered(entry.name), !result.isList, try store.pendingEntries(name: entry.name).isEmpty,
-                       let row = try store.record(entry.name) {
-                        try store.putRecord(MirrorRecord(name: row.name, version: result.version, seq: result.seq,
-                                                         data: row.data, base: row.data, updated: 0))
+                    guard let row = try store.record(entry.name) else { continue }
+                    if !covered(entry.name) {
+                        if try store.pendingEntries(name: entry.name).isEmpty {
+                            try store.putRecord(MirrorRecord(name: row.name, version: result.version, seq: result.seq,
+                                                             data: row.data, base: row.data, updated: 0))
+                        }
+                    } else if row.seq >= result.seq {
+                        // The write's push came first: recompute without the
+                        // entry (else the push to come recomputes).
+                        try refreshView(entry.name)
                     }
                 }
             }

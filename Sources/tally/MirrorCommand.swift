@@ -336,8 +336,19 @@ enum MirrorCommand {
 
     static func status(_ a: Arguments, _ path: String) throws {
         guard a.positionals.isEmpty else { throw UsageError(message: "mirror status takes no arguments") }
-        let store = try open(path, create: false)
         let running = try MirrorRunLock.isHeld(store: path)
+        guard access(path, F_OK) == 0 else {
+            // A 'mirror run' that is just starting has not created it yet.
+            if a.flag("json") {
+                return ClientCommands.output(.object([
+                    "store": .string(path), "online": false, "running": .bool(running), "server": .null, "lastSeq": 0,
+                    "outbox": 0, "failed": 0, "conflicts": 0, "lastError": .null, "patterns": .array([]), "client": .null,
+                    "exists": false,
+                ]))
+            }
+            return print("mirror \(path): offline (no mirror store yet\(running ? "; mirror run is starting" : ""))")
+        }
+        let store = try open(path, create: false)
         let onlineFlag = try store.meta("online")
         let online = running && onlineFlag == "1"
         let cursors = try store.cursors()

@@ -119,11 +119,11 @@ enum MirrorRunCommand {
 
         var received: Int32 = 0
         while sigwait(&signals, &received) != 0 {}
+        sync.stop()
         if let message = fatal.withLock({ $0 }) {
             printError("mirror run stopped: \(message)")
             return 1
         }
-        sync.stop()
         if !quiet { fputs("tally: mirror run stopped (\(received == SIGINT ? "interrupted" : "terminated")); the store is consistent\n", stderr) }
         return 0
     }
