@@ -186,9 +186,10 @@ public final class MirrorStore: @unchecked Sendable {
         try db.query("SELECT count(*) FROM outbox WHERE state = 'pending'").first?.first?.int ?? 0
     }
 
-    /// Names with pending writes (their local views differ from the hub's copies).
-    func pendingNames() throws(MirrorStoreError) -> Set<String> {
-        Set(try db.query("SELECT DISTINCT name FROM outbox WHERE state = 'pending'").compactMap { $0.first?.text })
+    /// Whether writes to `name` wait in the outbox (its local view then
+    /// differs from the hub's copy). One index lookup.
+    func hasPending(_ name: String) throws(MirrorStoreError) -> Bool {
+        try !db.query("SELECT 1 FROM outbox WHERE name = ? AND state = 'pending' LIMIT 1", [.text(name)]).isEmpty
     }
 
     @discardableResult

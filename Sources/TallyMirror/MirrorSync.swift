@@ -269,7 +269,6 @@ public final class MirrorSync: @unchecked Sendable {
     static let chunkSize = 2000
 
     private func apply(_ snapshot: Snapshot, target: SubscriptionTarget) throws(MirrorStoreError) {
-        let pending = try store.pendingNames()
         switch target {
         case .prefix(let prefix):
             let records = snapshot.records
@@ -280,13 +279,13 @@ public final class MirrorSync: @unchecked Sendable {
                 let end = min(start + Self.chunkSize, total)
                 try store.transaction { () throws(MirrorStoreError) in
                     for record in records[start..<end] {
-                        try putHubRecord(record.name, version: record.version, seq: record.seq, data: record.data, pending: pending)
+                        try putHubRecord(record.name, version: record.version, seq: record.seq, data: record.data)
                     }
                     if end == total {
                         let present = Set(records.map(\.name))
                         for row in try store.records(prefix: prefix, withDeleted: true)
                         where !present.contains(row.name) && (row.base != nil || row.version > 0) {
-                            try hubRecordGone(row.name, seq: snapshot.seq, pending: pending)
+                            try hubRecordGone(row.name, seq: snapshot.seq)
                         }
                         try store.setCursor(target.key, snapshot.seq)
                         try noteSeq(records.lazy.map(\.seq).max() ?? 0)
@@ -298,9 +297,9 @@ public final class MirrorSync: @unchecked Sendable {
         case .record(let name):
             try store.transaction { () throws(MirrorStoreError) in
                 if let record = snapshot.records.first {
-                    try putHubRecord(name, version: record.version, seq: record.seq, data: record.data, pending: pending)
+                    try putHubRecord(name, version: record.version, seq: record.seq, data: record.data)
                 } else {
-                    try hubRecordGone(name, seq: snapshot.seq, pending: pending)
+                    try hubRecordGone(name, seq: snapshot.seq)
                 }
                 try store.setCursor(target.key, snapshot.seq)
                 try noteSeq(snapshot.records.first?.seq ?? 0)
@@ -321,13 +320,12 @@ public final class MirrorSync: @unchecked Sendable {
     }
 
     private func apply(_ changes: [Change], through: Int64, target: SubscriptionTarget) throws(MirrorStoreError) {
-        let pending = try store.pendingNames()
         let total = changes.count
         var start = 0
         repeat {
             let end = min(start + Self.chunkSize, total)
             try store.transaction { () throws(MirrorStoreError) in
-                for change in changes[start..<end] { try apply(change, pending: pending) }
+                for change in changes[start..<end] { try apply(change) }
                 // Changes come in seq order: the chunk's last is a valid resume point.
                 let cursor = end == total ? through : changes[end - 1].seq
                 try store.setCursor(target.key, cursor)
@@ -340,7 +338,7 @@ public final class MirrorSync: @unchecked Sendable {
         if live, !loaded.isEmpty { pump() }
     }
 
-    private func apply(_ change: Change, pending: Set<String>) throws(MirrorStoreError) {
+    private func apply(_ change: Change) throws(MirrorStoreError) {
         if change.isList {
             let list = try store.list(change.name)
             if let list, list.seq >= change.seq { return }
@@ -369,21 +367,21 @@ public final class MirrorSync: @unchecked Sendable {
             return
         }
         if let base {
-            try putHubRecord(change.name, version: change.version, seq: change.seq, data: base, pending: pending)
+            try putHubRecord(change.name, version: change.version, seq: change.seq, data: base)
         } else {
-            try hubRecordGone(change.name, seq: change.seq, pending: pending)
+            try hubRecordGone(change.name, seq: change.seq)
         }
     }
 
     /// The hub's copy of a record changed: the local view follows (with
     /// the pending writes on top, if there are any).
-    private func putHubRecord(_ name: String, version: Int64, seq: Int64, data: JSONObject, pending: Set<String>) throws(MirrorStoreError) {
-        let view = pending.contains(name) ? try store.view(of: name, over: data, catalog: catalog) : data
+    private func putHubRecord(_ name: String, version: Int64, seq: Int64, data: JSONObject) throws(MirrorStoreError) {
+        let view = try store.hasPending(name) ? try store.view(of: name, over: data, catalog: catalog) : data
         try store.putRecord(MirrorRecord(name: name, version: version, seq: seq, data: view, base: data, updated: 0))
     }
 
-    private func hubRecordGone(_ name: String, seq: Int64, pending: Set<String>) throws(MirrorStoreError) {
-        guard pending.contains(name) else { return try store.removeRecord(name) }
+    private func hubRecordGone(_ name: String, seq: Int64) throws(MirrorStoreError) {
+        guard try store.hasPending(name) else { return try store.removeRecord(name) }
         let view = try store.view(of: name, over: nil, catalog: catalog)
         try store.putRecord(MirrorRecord(name: name, version: 0, seq: seq, data: view, base: nil, updated: 0))
     }
@@ -428,7 +426,6 @@ public final class MirrorSync: @unchecked Sendable {
             loaded.remove(at: index)
             send(entry)
         }
-        report(force: false)
     }
 
     private func send(_ entry: OutboxEntry) {
