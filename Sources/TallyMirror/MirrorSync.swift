@@ -476,10 +476,10 @@ public final class MirrorSync: @unchecked Sendable {
         completed.append((entry, result))
         // The hub applied exactly this write on exactly its base: the next
         // writes to the record were made on top of it, so their base is the new version.
-        if let result, entry.plan == nil, result.version == entry.baseVersion + 1 {
+        if let next = Self.baseAfter(entry, result) {
             for index in loaded.indices where loaded[index].name == entry.name && loaded[index].plan == nil
                 && loaded[index].baseVersion == entry.baseVersion {
-                loaded[index].baseVersion = result.version
+                loaded[index].baseVersion = next
             }
         }
         if !flushScheduled {
@@ -487,6 +487,16 @@ public final class MirrorSync: @unchecked Sendable {
             queue.async { [self] in flushCompleted() }
         }
         pump()
+    }
+
+    /// The base version of the record's next writes once `entry` is
+    /// confirmed, when the hub applied exactly it on exactly its base
+    /// (the version moved by one): they were made on top of it. After a
+    /// whole-record delete that is 0 (the record must not exist).
+    static func baseAfter(_ entry: OutboxEntry, _ result: WriteResult?) -> Int64? {
+        guard let result, entry.plan == nil, entry.baseVersion >= 0, result.version == entry.baseVersion + 1 else { return nil }
+        if entry.op["op"]?.stringValue == "delete", entry.op["path"] == nil { return 0 }
+        return result.version
     }
 
     /// Removes the confirmed entries in one transaction (one fsync for a
@@ -506,11 +516,11 @@ public final class MirrorSync: @unchecked Sendable {
                         try refreshView(entry.name)
                         continue
                     }
-                    if entry.plan == nil, result.version == entry.baseVersion + 1 {
+                    if let next = Self.baseAfter(entry, result) {
                         try store.db.query("""
                             UPDATE outbox SET base_version = ? WHERE name = ? AND base_version = ? AND id > ?
                               AND state = 'pending' AND plan IS NULL
-                            """, [.int(result.version), .text(entry.name), .int(entry.baseVersion), .int(entry.id)])
+                            """, [.int(next), .text(entry.name), .int(entry.baseVersion), .int(entry.id)])
                     }
                     // No push will come for a record outside the mirrored
                     // patterns: the confirmed write is its copy.

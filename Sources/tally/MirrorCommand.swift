@@ -381,12 +381,12 @@ enum MirrorCommand {
 
     static func conflicts(_ a: Arguments, _ path: String) throws {
         let p = a.positionals
-        let store = try open(path, create: false)
         if p.first == "resolve" {
             guard p.count == 2 else { throw UsageError(message: "conflicts resolve needs an ID and --take local|hub") }
             guard let take = a.string("take"), take == "local" || take == "hub" else {
                 throw UsageError(message: "conflicts resolve needs --take local or --take hub")
             }
+            let store = try open(path, create: false)
             let mirror = try store.meta("client") ?? "mirror:\(path)"
             let conflict = try store.resolveConflict(p[1], take: take == "local" ? .client : .hub, mirror: mirror)
             if a.flag("json") { return ClientCommands.output(.object(conflict.json)) }
@@ -395,6 +395,7 @@ enum MirrorCommand {
             return
         }
         guard p.isEmpty else { throw UsageError(message: "mirror conflicts takes no arguments (or: resolve ID --take local|hub)") }
+        let store = try open(path, create: false)
         let list = try store.conflicts(includeResolved: a.flag("all"))
         if a.flag("json") { return ClientCommands.output(.object(["conflicts": .array(list.map { .object($0.json) })])) }
         if list.isEmpty { return print("no \(a.flag("all") ? "" : "open ")conflicts") }
