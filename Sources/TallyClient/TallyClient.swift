@@ -1,6 +1,8 @@
 import Dispatch
 import TallyNet
-import TallyProtocol
+// The API speaks in JSONValue, JSONObject, ProtocolError and
+// SubscriptionTarget: importing TallyClient brings them along.
+@_exported import TallyProtocol
 import TallyTLS
 
 /// A connection to a Tally hub that stays up: it reconnects with

@@ -118,12 +118,18 @@ public final class MirrorSync: @unchecked Sendable {
                 wanted.append(target)
             }
         }
-        let cursors = try store.cursors()
+        var cursors = try store.cursors()
+        let hub = configuration.serverLabel ?? configuration.url
+        if let previous = try store.meta("hub"), previous != hub, !cursors.isEmpty {
+            // Resume points are seqs of one hub: another one starts from a snapshot.
+            configuration.log?("the store last mirrored \(previous); starting from a snapshot of \(hub)")
+            cursors = [:]
+        }
         try store.transaction { () throws(MirrorStoreError) in
-            for key in cursors.keys where !seen.contains(key) { try store.setCursor(key, nil) }
+            for key in try store.cursors().keys where !seen.contains(key) || cursors[key] == nil { try store.setCursor(key, nil) }
             let patterns = JSONValue.array(configuration.patterns.map(JSONValue.string)).serializedString
             let policies = JSONValue.object(JSONObject(configuration.policies.policies.map { ($0.key, JSONValue.string($0.value.rawValue)) }))
-            try store.setMeta(["hub": configuration.serverLabel ?? configuration.url, "last_error": nil, "last_error_at": nil, "patterns": patterns, "policies": policies.serializedString,
+            try store.setMeta(["hub": hub, "last_error": nil, "last_error_at": nil, "patterns": patterns, "policies": policies.serializedString,
                                "client": configuration.clientID, "online": "0", "pid": "\(getpid())",
                                "started": "\(MirrorStore.now())"])
         }
