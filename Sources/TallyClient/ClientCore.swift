@@ -30,27 +30,27 @@ final class ClientCore: @unchecked Sendable {
     let loop: EventLoop
     /// The loop group the client started for itself (nil when given a loop).
     let ownedGroup: EventLoopGroup?
-    private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+    static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
 
     var stateHandler: (@Sendable (ConnectionState, String?) -> Void)?
-    private(set) var phase: Phase = .idle
-    private(set) var state: ConnectionState = .offline
-    private(set) var lastError: String?
+    var phase: Phase = .idle
+    var state: ConnectionState = .offline
+    var lastError: String?
     /// Bumped whenever the connection is replaced or dropped.
-    private var generation = 0
-    private var socket: SocketBox?
-    private var attempt = 0
-    private var liveSince: Int64?
-    private var nextID: Int64 = 1
-    private var inflight: [Int64: Pending] = [:]
-    private var waiting: [Pending] = []
+    var generation = 0
+    var socket: SocketBox?
+    var attempt = 0
+    var liveSince: Int64?
+    var nextID: Int64 = 1
+    var inflight: [Int64: Pending] = [:]
+    var waiting: [Pending] = []
     var subscriptions: [Int: SubscriptionState] = [:]
-    private var nextSubscriptionID = 1
+    var nextSubscriptionID = 1
     /// The highest seq pushed on the current connection.
-    private var lastPushSeq: Int64 = 0
-    private(set) var helloReply: JSONObject?
-    private var ticking = false
-    private var generator = SystemRandomNumberGenerator()
+    var lastPushSeq: Int64 = 0
+    var helloReply: JSONObject?
+    var ticking = false
+    var generator = SystemRandomNumberGenerator()
 
     /// Replies carry whole records (up to the hub's record limit) and a
     /// resume may carry up to 200,000 changes, so the limits are far wider
@@ -83,7 +83,7 @@ final class ClientCore: @unchecked Sendable {
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
-    private func emit(_ newState: ConnectionState, _ reason: String?) {
+    func emit(_ newState: ConnectionState, _ reason: String?) {
         state = newState
         stateHandler?(newState, reason)
     }
@@ -96,7 +96,7 @@ final class ClientCore: @unchecked Sendable {
         startAttempt()
     }
 
-    private func startAttempt() {
+    func startAttempt() {
         generation += 1
         lastPushSeq = 0
         let generation = self.generation
@@ -122,7 +122,7 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
-    private func opened(_ result: Result<SocketBox, ClientError>, generation: Int) {
+    func opened(_ result: Result<SocketBox, ClientError>, generation: Int) {
         guard generation == self.generation, phase == .connecting else {
             if case .success(let box) = result { box.close() }
             return
@@ -142,7 +142,7 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
-    private func greeted(_ result: Result<JSONObject, ProtocolError>, generation: Int) {
+    func greeted(_ result: Result<JSONObject, ProtocolError>, generation: Int) {
         guard generation == self.generation, phase == .hello else { return }
         switch result {
         case .failure(let error):
@@ -166,7 +166,7 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
-    private func resubscribeAll() {
+    func resubscribeAll() {
         for sub in subscriptions.values.sorted(by: { $0.id < $1.id }) { sendSubscribe(sub) }
         checkSynced()
     }
@@ -262,7 +262,7 @@ final class ClientCore: @unchecked Sendable {
         transmit(message) { _ in }
     }
 
-    private func startTicking() {
+    func startTicking() {
         guard !ticking else { return }
         ticking = true
         tick()
@@ -271,7 +271,7 @@ final class ClientCore: @unchecked Sendable {
     /// Four times a second: a request without a reply for too long means
     /// the connection is stuck (a black-holed route never errors by itself);
     /// held requests that waited too long fail with `timeout`.
-    private func tick() {
+    func tick() {
         guard phase != .closed else { ticking = false; return }
         let now = Self.now()
         if inflight.values.contains(where: { $0.deadline < now }) {
@@ -288,7 +288,7 @@ final class ClientCore: @unchecked Sendable {
 
     // MARK: Receiving
 
-    private func received(_ items: [InboxItem], generation: Int) {
+    func received(_ items: [InboxItem], generation: Int) {
         guard generation == self.generation, socket != nil else { return }
         var pushes: [JSONObject] = []
         for item in items {
@@ -320,7 +320,7 @@ final class ClientCore: @unchecked Sendable {
         if !pushes.isEmpty { deliver(pushes) }
     }
 
-    private func reply(_ object: JSONObject) {
+    func reply(_ object: JSONObject) {
         guard let id = object["id"]?.int64, let pending = inflight.removeValue(forKey: id) else { return }
         if object["ok"] == .bool(true) {
             pending.completion(.success(object))
@@ -333,7 +333,7 @@ final class ClientCore: @unchecked Sendable {
     /// subscription, then moves every current subscription's resume point:
     /// pushes come in seq order, so after a push with seq N every change up
     /// to N that any of them matches has been delivered.
-    private func deliver(_ pushes: [JSONObject]) {
+    func deliver(_ pushes: [JSONObject]) {
         guard !pushes.isEmpty else { return }
         let subs = subscriptions.values.sorted { $0.id < $1.id }
         var batches: [Int: [Change]] = [:]
@@ -381,127 +381,6 @@ final class ClientCore: @unchecked Sendable {
             lost("a subscription handler (\(sub.target.key)) could not take an event: \(error)")
             return false
         }
-    }
-
-    // MARK: Subscriptions
-
-    func subscribe(_ target: SubscriptionTarget, since: Int64?,
-                   handler: @escaping @Sendable (SubscriptionEvent) throws -> Void) -> Int {
-        let id = nextSubscriptionID
-        nextSubscriptionID += 1
-        let sub = SubscriptionState(id: id, target: target, cursor: target.isTopic ? nil : since, handler: handler)
-        subscriptions[id] = sub
-        if phase == .syncing || phase == .live { sendSubscribe(sub) }
-        return id
-    }
-
-    func cancel(subscription id: Int) {
-        guard let sub = subscriptions.removeValue(forKey: id) else { return }
-        if sub.status != .inactive {
-            var message: JSONObject = ["op": "unsubscribe"]
-            for (key, value) in sub.target.members { message[key] = value }
-            fireAndForget(message)
-        }
-        checkSynced()
-    }
-
-    private func sendSubscribe(_ sub: SubscriptionState) {
-        sub.reset()
-        sub.status = .awaitingReply
-        var message: JSONObject = ["op": "subscribe"]
-        for (key, value) in sub.target.members { message[key] = value }
-        if let cursor = sub.cursor { message["since"] = .int(cursor) }
-        let (id, generation) = (sub.id, self.generation)
-        transmit(message) { [weak self] result in self?.subscribed(id, result, generation: generation) }
-    }
-
-    private func subscribed(_ id: Int, _ result: Result<JSONObject, ProtocolError>, generation: Int) {
-        guard generation == self.generation, let sub = subscriptions[id], sub.status == .awaitingReply else { return }
-        let reply: JSONObject
-        switch result {
-        case .failure(let error):
-            if error.isTransient { return }
-            subscriptions[id] = nil
-            try? sub.handler(.failed(error))
-            checkSynced()
-            return
-        case .success(let object):
-            reply = object
-        }
-        let seq = reply["seq"]?.int64 ?? lastPushSeq
-        if sub.target.isTopic {
-            sub.status = .ready
-            return checkSynced()
-        }
-        if case .array(let items)? = reply["changes"] {
-            let changes = items.compactMap { $0.objectValue.flatMap(Change.init(push:)) }
-            guard dispatch(sub, .changes(changes, through: seq)) else { return }
-            sub.cursor = max(seq, lastPushSeq)
-            sub.status = .ready
-            return checkSynced()
-        }
-        var snapshot = Snapshot(seq: seq, resnapshot: reply["resnapshot"] == .bool(true), records: [], list: nil,
-                                reply: reply)
-        if case .array(let records)? = reply["records"] {
-            snapshot.records = records.compactMap { $0.objectValue.flatMap(RecordEnvelope.init(json:)) }
-        } else if case .object(let record)? = reply["record"], let envelope = RecordEnvelope(json: record) {
-            snapshot.records = [envelope]
-        }
-        if case .object(let list)? = reply["list"] { snapshot.list = ListEnvelope(json: list) }
-        if case .prefix(let prefix) = sub.target, reply["more"] == .bool(true) {
-            // Page the rest; pushes for the prefix wait in the buffer.
-            sub.status = .paging
-            sub.snapshot = snapshot
-            for record in snapshot.records { sub.pages[record.name] = record }
-            return fetchPage(sub, prefix: prefix, after: snapshot.records.last?.name)
-        }
-        finishSnapshot(sub, snapshot)
-    }
-
-    private func fetchPage(_ sub: SubscriptionState, prefix: String, after: String?) {
-        var message: JSONObject = ["op": "get", "prefix": .string(prefix), "limit": 1000]
-        if let after { message["after"] = .string(after) }
-        let (id, generation) = (sub.id, self.generation)
-        transmit(message) { [weak self] result in
-            guard let self, generation == self.generation, let sub = self.subscriptions[id], sub.status == .paging else { return }
-            switch result {
-            case .failure(let error):
-                if !error.isTransient { self.lost("cannot page \(prefix): \(error)") }
-            case .success(let reply):
-                let records = (reply["records"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(RecordEnvelope.init(json:)) }
-                // A page read after the snapshot may hold newer records: keep the newer one.
-                for record in records where (sub.pages[record.name]?.seq ?? -1) < record.seq {
-                    sub.pages[record.name] = record
-                }
-                if reply["more"] == .bool(true), let last = records.last {
-                    self.fetchPage(sub, prefix: prefix, after: last.name)
-                } else if var snapshot = sub.snapshot {
-                    snapshot.records = sub.pages.values.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
-                    self.finishSnapshot(sub, snapshot)
-                }
-            }
-        }
-    }
-
-    /// Delivers a complete snapshot, then the pushes that arrived while it
-    /// was paged (minus those the pages already reflect).
-    private func finishSnapshot(_ sub: SubscriptionState, _ snapshot: Snapshot) {
-        let pages = sub.pages
-        let buffered = sub.buffer.filter { change in
-            guard let held = pages[change.name], !change.isList else { return true }
-            return change.seq > held.seq
-        }
-        sub.snapshot = nil
-        sub.pages = [:]
-        sub.buffer = []
-        guard dispatch(sub, .snapshot(snapshot)) else { return }
-        let through = max(snapshot.seq, lastPushSeq)
-        if !buffered.isEmpty {
-            guard dispatch(sub, .changes(buffered, through: through)) else { return }
-        }
-        sub.cursor = through
-        sub.status = .ready
-        checkSynced()
     }
 }
 

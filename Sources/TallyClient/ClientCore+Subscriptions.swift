@@ -1,0 +1,127 @@
+import TallyProtocol
+
+/// Subscriptions: sending them (again after every reconnect, with `since`),
+/// taking their replies (changes, snapshots, paged snapshots) and keeping
+/// each one's resume point. Queue-confined like the rest of the core.
+extension ClientCore {
+    // MARK: Subscriptions
+
+    func subscribe(_ target: SubscriptionTarget, since: Int64?,
+                   handler: @escaping @Sendable (SubscriptionEvent) throws -> Void) -> Int {
+        let id = nextSubscriptionID
+        nextSubscriptionID += 1
+        let sub = SubscriptionState(id: id, target: target, cursor: target.isTopic ? nil : since, handler: handler)
+        subscriptions[id] = sub
+        if phase == .syncing || phase == .live { sendSubscribe(sub) }
+        return id
+    }
+
+    func cancel(subscription id: Int) {
+        guard let sub = subscriptions.removeValue(forKey: id) else { return }
+        if sub.status != .inactive {
+            var message: JSONObject = ["op": "unsubscribe"]
+            for (key, value) in sub.target.members { message[key] = value }
+            fireAndForget(message)
+        }
+        checkSynced()
+    }
+
+    func sendSubscribe(_ sub: SubscriptionState) {
+        sub.reset()
+        sub.status = .awaitingReply
+        var message: JSONObject = ["op": "subscribe"]
+        for (key, value) in sub.target.members { message[key] = value }
+        if let cursor = sub.cursor { message["since"] = .int(cursor) }
+        let (id, generation) = (sub.id, self.generation)
+        transmit(message) { [weak self] result in self?.subscribed(id, result, generation: generation) }
+    }
+
+    func subscribed(_ id: Int, _ result: Result<JSONObject, ProtocolError>, generation: Int) {
+        guard generation == self.generation, let sub = subscriptions[id], sub.status == .awaitingReply else { return }
+        let reply: JSONObject
+        switch result {
+        case .failure(let error):
+            if error.isTransient { return }
+            subscriptions[id] = nil
+            try? sub.handler(.failed(error))
+            checkSynced()
+            return
+        case .success(let object):
+            reply = object
+        }
+        let seq = reply["seq"]?.int64 ?? lastPushSeq
+        if sub.target.isTopic {
+            sub.status = .ready
+            return checkSynced()
+        }
+        if case .array(let items)? = reply["changes"] {
+            let changes = items.compactMap { $0.objectValue.flatMap(Change.init(push:)) }
+            guard dispatch(sub, .changes(changes, through: seq)) else { return }
+            sub.cursor = max(seq, lastPushSeq)
+            sub.status = .ready
+            return checkSynced()
+        }
+        var snapshot = Snapshot(seq: seq, resnapshot: reply["resnapshot"] == .bool(true), records: [], list: nil,
+                                reply: reply)
+        if case .array(let records)? = reply["records"] {
+            snapshot.records = records.compactMap { $0.objectValue.flatMap(RecordEnvelope.init(json:)) }
+        } else if case .object(let record)? = reply["record"], let envelope = RecordEnvelope(json: record) {
+            snapshot.records = [envelope]
+        }
+        if case .object(let list)? = reply["list"] { snapshot.list = ListEnvelope(json: list) }
+        if case .prefix(let prefix) = sub.target, reply["more"] == .bool(true) {
+            // Page the rest; pushes for the prefix wait in the buffer.
+            sub.status = .paging
+            sub.snapshot = snapshot
+            for record in snapshot.records { sub.pages[record.name] = record }
+            return fetchPage(sub, prefix: prefix, after: snapshot.records.last?.name)
+        }
+        finishSnapshot(sub, snapshot)
+    }
+
+    func fetchPage(_ sub: SubscriptionState, prefix: String, after: String?) {
+        var message: JSONObject = ["op": "get", "prefix": .string(prefix), "limit": 1000]
+        if let after { message["after"] = .string(after) }
+        let (id, generation) = (sub.id, self.generation)
+        transmit(message) { [weak self] result in
+            guard let self, generation == self.generation, let sub = self.subscriptions[id], sub.status == .paging else { return }
+            switch result {
+            case .failure(let error):
+                if !error.isTransient { self.lost("cannot page \(prefix): \(error)") }
+            case .success(let reply):
+                let records = (reply["records"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(RecordEnvelope.init(json:)) }
+                // A page read after the snapshot may hold newer records: keep the newer one.
+                for record in records where (sub.pages[record.name]?.seq ?? -1) < record.seq {
+                    sub.pages[record.name] = record
+                }
+                if reply["more"] == .bool(true), let last = records.last {
+                    self.fetchPage(sub, prefix: prefix, after: last.name)
+                } else if var snapshot = sub.snapshot {
+                    snapshot.records = sub.pages.values.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
+                    self.finishSnapshot(sub, snapshot)
+                }
+            }
+        }
+    }
+
+    /// Delivers a complete snapshot, then the pushes that arrived while it
+    /// was paged (minus those the pages already reflect).
+    func finishSnapshot(_ sub: SubscriptionState, _ snapshot: Snapshot) {
+        let pages = sub.pages
+        let buffered = sub.buffer.filter { change in
+            guard let held = pages[change.name], !change.isList else { return true }
+            return change.seq > held.seq
+        }
+        sub.snapshot = nil
+        sub.pages = [:]
+        sub.buffer = []
+        guard dispatch(sub, .snapshot(snapshot)) else { return }
+        let through = max(snapshot.seq, lastPushSeq)
+        if !buffered.isEmpty {
+            guard dispatch(sub, .changes(buffered, through: through)) else { return }
+        }
+        sub.cursor = through
+        sub.status = .ready
+        checkSynced()
+    }
+}
