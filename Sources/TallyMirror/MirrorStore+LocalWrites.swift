@@ -34,7 +34,10 @@ public struct LocalWriteResult: Sendable, Equatable {
 /// Turns a command-line write into the protocol writes the outbox will
 /// send, refusing at once what the hub would refuse anyway. Pure.
 public enum LocalWritePlanner {
-    public static func writes(for command: LocalCommand, current: JSONObject?, rule: WorkflowRule?) throws(ProtocolError) -> [JSONObject] {
+    /// - Parameter reason: kept with a stage change (some transitions need
+    ///   one, e.g. an intake job's move to `failed`).
+    public static func writes(for command: LocalCommand, current: JSONObject?, rule: WorkflowRule?,
+                              reason: String? = nil) throws(ProtocolError) -> [JSONObject] {
         let name = command.name
         if name.hasPrefix("stats/") {
             throw ProtocolError(.forbidden, "records under stats/ are kept by the hub; no client may write them",
@@ -48,7 +51,7 @@ public enum LocalWritePlanner {
                 guard first == rule.stageField, parsed.segments.count == 1, case .string(let to) = value else {
                     throw useAdvance(name, first)
                 }
-                return [try advance(name, current: current, to: to, rule: rule)]
+                return [try advance(name, current: current, to: to, rule: rule, reason: reason)]
             }
             if current != nil {
                 do { _ = try JSONValue.object(current ?? [:]).setting(value, at: parsed) } catch { throw .path(error) }
@@ -69,7 +72,7 @@ public enum LocalWritePlanner {
             var writes: [JSONObject] = []
             if let stage = data[rule.stageField], stage != current[rule.stageField] {
                 guard case .string(let to) = stage else { throw useAdvance(name, rule.stageField) }
-                writes.append(try advance(name, current: current, to: to, rule: rule))
+                writes.append(try advance(name, current: current, to: to, rule: rule, reason: reason))
             }
             for field in rule.protectedFields where field != rule.stageField {
                 if let given = data[field], given != current[field] { throw useAdvance(name, field) }
@@ -97,7 +100,8 @@ public enum LocalWritePlanner {
         }
     }
 
-    static func advance(_ name: String, current: JSONObject?, to: String, rule: WorkflowRule) throws(ProtocolError) -> JSONObject {
+    static func advance(_ name: String, current: JSONObject?, to: String, rule: WorkflowRule,
+                        reason: String?) throws(ProtocolError) -> JSONObject {
         guard let from = current?[rule.stageField]?.stringValue else {
             throw ProtocolError(.notFound, "\(name) has no stage in this mirror")
         }
@@ -108,7 +112,9 @@ public enum LocalWritePlanner {
                                 details: ["name": .string(name), "from": .string(from), "to": .string(to),
                                           "allowed": .array(allowed.map(JSONValue.string))])
         }
-        return ["op": "advance", "name": .string(name), "from": .string(from), "to": .string(to)]
+        var advance: JSONObject = ["op": "advance", "name": .string(name), "from": .string(from), "to": .string(to)]
+        if let reason { advance["reason"] = .string(reason) }
+        return advance
     }
 
     static func useAdvance(_ name: String, _ field: String) -> ProtocolError {
@@ -139,7 +145,9 @@ extension MirrorStore {
     ///     version (0: the hub has no such record as far as the mirror knows).
     ///   - idem: the idempotency key (default: a fresh random one); a key
     ///     already in the outbox changes nothing and answers that write.
-    public func write(_ command: LocalCommand, ifVersion: Int64? = nil, idem: String? = nil) throws(MirrorError) -> LocalWriteResult {
+    ///   - reason: kept with a stage change (`advance`'s `reason`).
+    public func write(_ command: LocalCommand, ifVersion: Int64? = nil, idem: String? = nil,
+                      reason: String? = nil) throws(MirrorError) -> LocalWriteResult {
         do {
             return try transaction { () throws(MirrorStoreError) -> Result<LocalWriteResult, ProtocolError> in
                 let catalog = try workflows()
@@ -160,7 +168,7 @@ extension MirrorStore {
                 }
                 let writes: [JSONObject]
                 do throws(ProtocolError) {
-                    writes = try LocalWritePlanner.writes(for: command, current: row?.data, rule: rule)
+                    writes = try LocalWritePlanner.writes(for: command, current: row?.data, rule: rule, reason: reason)
                 } catch {
                     return .failure(error)
                 }

@@ -75,7 +75,7 @@ enum MirrorCommand {
         the outbox. A record the mirror does not have: exit 1 (not_found).
         """,
         "set": """
-        Usage: tally mirror set NAME [PATH] VALUE [--if-version N] [--idem KEY] [--json] [--store FILE]
+        Usage: tally mirror set NAME [PATH] VALUE [--if-version N] [--idem KEY] [--reason TEXT] [--json] [--store FILE]
 
         Like 'tally set', against the mirror: the write applies to the local copy
         at once and waits in the outbox until 'tally mirror run' sends it. VALUE
@@ -85,6 +85,8 @@ enum MirrorCommand {
           --if-version N   refuse unless the local copy is based on hub version N
                            (0: the hub has no such record as far as the mirror knows)
           --idem KEY       the idempotency key (default: a fresh random one)
+          --reason TEXT    kept with a stage change (an intake job's move to
+                           failed needs one)
         Prints NAME and the outbox depth; --json adds "pending": true.
         """,
         "del": """
@@ -136,7 +138,7 @@ enum MirrorCommand {
             return try MirrorRunCommand.run(rest)
         case "get", "set", "del", "ls", "status", "conflicts":
             let a = try Arguments(rest, command: "mirror \(sub)",
-                                  valued: ["store", "path", "if-version", "idem", "take"],
+                                  valued: ["store", "path", "if-version", "idem", "take", "reason"],
                                   flags: ["json", "help", "lists", "all"])
             if a.flag("help") {
                 print(helps[sub]! + "\n\n" + storeHelp)
@@ -321,7 +323,7 @@ enum MirrorCommand {
             throw UsageError(message: "--idem must be 1 to 200 bytes")
         }
         let store = try open(path, create: true)
-        let result = try store.write(command, ifVersion: ifVersion, idem: idem)
+        let result = try store.write(command, ifVersion: ifVersion, idem: idem, reason: a.string("reason"))
         if a.flag("json") {
             var body: JSONObject = ["name": .string(result.name), "version": .int(result.version), "seq": .int(result.seq),
                                     "pending": true, "outbox": .int(result.outbox), "idem": .string(result.idem),

@@ -277,3 +277,17 @@ def test_conflicts_resolve_taking_the_hub(cli, tally):
     assert get_record(tally, "notes/c").json()["data"] == {"title": "theirs"}
     assert cli.json("mirror", "conflicts")["conflicts"] == []
     assert [c["id"] for c in cli.json("mirror", "conflicts", "--all")["conflicts"]] == [conflict["id"]]
+
+
+def test_a_stage_change_carries_its_reason(cli, tally):
+    put_record(tally, "intake/j1", {})
+    cli.start(tally, "intake/")
+    cli.wait_status(lambda s: s["online"], "online")
+    deadline = time.monotonic() + WAIT
+    while cli("mirror", "get", "intake/j1")[0] != 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    cli.json("mirror", "set", "intake/j1", "stage", "failed", "--reason", "camera broke")
+    cli.wait_status(lambda s: s["outbox"] == 0, "the advance to be sent")
+    data = get_record(tally, "intake/j1").json()["data"]
+    assert data["stage"] == "failed" and data["history"][-1]["reason"] == "camera broke", data
+    assert cli.json("mirror", "status")["failed"] == 0
