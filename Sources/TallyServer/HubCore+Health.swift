@@ -38,16 +38,19 @@ extension HubCore {
         return writer.finish()
     }
 
-    /// The `/metrics` gauges over all sessions, refreshed about once a second.
+    /// Keeps `tally_client_outbox_total` exact as clients report.
+    func setOutbox(_ outbox: Int64, of session: Session) {
+        metrics.clientOutboxTotal.add(Int(outbox - session.outbox), ordering: .relaxed)
+        session.outbox = outbox
+    }
+
+    /// `tally_client_lag_max`, which needs every session: refreshed about
+    /// once a second while commits move the head (lag changes only then, or
+    /// falls when a client catches up).
     func updateClientGauges() {
         var lag: Int64 = 0
-        var outbox: Int64 = 0
-        for case let session? in sessions {
-            lag = max(lag, headSeq - session.seenSeq)
-            outbox += session.outbox
-        }
+        for case let session? in sessions { lag = max(lag, headSeq - session.seenSeq) }
         metrics.clientLagMax.store(Int(lag), ordering: .relaxed)
-        metrics.clientOutboxTotal.store(Int(outbox), ordering: .relaxed)
     }
 
     /// `GET /v1/workflows`: the stage machines, so a client can order stages

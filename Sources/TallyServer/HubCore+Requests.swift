@@ -36,7 +36,7 @@ extension HubCore {
                 answer(session, id: id, error: error)
             }
         case .report(let outbox, let seq):
-            if let outbox { session.outbox = outbox }
+            if let outbox { setOutbox(outbox, of: session) }
             if let seq, seq > session.seenSeq { session.seenSeq = min(seq, headSeq) }
             answer(session, id: id) { _ in }
         case .publish(let topic, let data):
@@ -77,8 +77,9 @@ extension HubCore {
             return answer(session, id: id, error: .storage(error))
         }
         session.saidHello = true
+        metrics.clients.add(1, ordering: .relaxed)
         session.since = hello.since
-        if let outbox = hello.outbox { session.outbox = outbox }
+        if let outbox = hello.outbox { setOutbox(outbox, of: session) }
         let retryAfter = self.retryAfter()
         session.client = hello.client
         let head = headSeq

@@ -218,6 +218,8 @@ public final class HubCore: @unchecked Sendable {
         registry.releaseSubscriber(session.slot)
         sessions[session.slot] = nil
         session.slot = -1
+        if session.saidHello { metrics.clients.subtract(1, ordering: .relaxed) }
+        setOutbox(0, of: session)
         metrics.sessions.subtract(1, ordering: .relaxed)
         metrics.subscriptions.store(registry.count, ordering: .relaxed)
     }

@@ -21,6 +21,7 @@ final class HubMetrics: Sendable {
     let heldOutputs = Atomic<Int>(0)
     let authFailures = Atomic<Int>(0)
     let clientLagMax = Atomic<Int>(0)
+    let clients = Atomic<Int>(0)
     let clientOutboxTotal = Atomic<Int>(0)
     let denied = Atomic<Int>(0)
     /// Commit latency histogram, seconds (Prometheus `le` buckets).
@@ -58,6 +59,7 @@ final class HubMetrics: Sendable {
         metric("tally_change_log_size", "gauge", "Changes kept in the change log.",
                max(0, value(committedSeq) - value(floorSeq)))
         metric("tally_held_outputs", "gauge", "Replies and pushes waiting for their commit.", value(heldOutputs))
+        metric("tally_clients", "gauge", "Connected clients that said hello (updated each second).", value(clients))
         metric("tally_client_lag_max", "gauge", "Largest seqs-behind-head of a connected client (updated each second).", value(clientLagMax))
         metric("tally_client_outbox_total", "gauge", "Writes waiting in connected clients' outboxes, as they reported.", value(clientOutboxTotal))
         metric("tally_auth_failures_total", "counter", "Requests refused for a missing or unknown token.", value(authFailures))

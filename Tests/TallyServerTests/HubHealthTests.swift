@@ -27,6 +27,9 @@ struct HubHealthTests {
             #expect(row["seq"] == 0 && row["lag"] == 3, "it was sent nothing after its hello at seq 0")
 
             try mirror.ok(#"{"op":"report","outbox":2,"seq":2}"#)
+            let metrics = String(decoding: try hub.http("GET", "/metrics").body, as: UTF8.self)
+            #expect(metrics.contains("\ntally_client_outbox_total 2\n"), "outbox total follows reports")
+            #expect(metrics.contains("\ntally_clients 1\n"), "one client said hello")
             clients = try Self.clients(hub)
             row = try #require(Self.row(clients, client: "mirror:a"))
             #expect(row["outbox"] == 2 && row["seq"] == 2 && row["lag"] == 1)
