@@ -10,9 +10,15 @@ One hub (`tally serve`, --durability full, its own temporary --data) on
      the hub (atomic `write` messages of 1,000 `set`s over 10,000 records).
   B  synced, stopped, no local writes: it misses the same MISSED changes
      (the pull alone).
+  D  synced just before the last 9,000 of them: it catches up change by
+     change (the hub answers a resume of more than 10,000 changes with a
+     fresh snapshot instead — `maxReplayChanges` — so A and B resnapshot).
   C  a fresh store (the baseline: one snapshot of the same final data).
 
-Then, one at a time, `tally mirror run` is started on B, on A and on C and
+Then, once the hub is past the 30 s after its start during which it asks
+reconnecting clients to wait (`retryAfterMs`, up to 5 s, which a mirror with
+a resume point honours), `tally mirror run` is started on D, B, A and C, one
+at a time, and
 timed from exec until it has converged: `tally mirror status --json` says
 online, outbox 0 and last seq = the hub's head (every change is under
 `bench/`, so the head is what the mirror must reach); after that
@@ -45,6 +51,7 @@ from pathlib import Path
 from websockets.sync.client import connect
 
 PREFIX = "bench/"
+CATCH_UP = 9_000  # under the hub's replay limit (10,000 changes)
 LISTENING = re.compile(r"tally listening on http://127\.0\.0\.1:(\d+)")
 
 
@@ -76,10 +83,21 @@ class Hub:
         self.port = int(match.group(1))
         self.ws = f"ws://127.0.0.1:{self.port}"
 
-    def head(self) -> int:
+    def hello(self) -> dict:
         with connect(self.ws + "/v1/ws", open_timeout=10, max_size=None) as ws:
             ws.send(json.dumps({"op": "hello", "protocol": 1, "client": "bench-reconcile"}))
-            return json.loads(ws.recv(timeout=10))["seq"]
+            return json.loads(ws.recv(timeout=10))
+
+    def head(self) -> int:
+        return self.hello()["seq"]
+
+    def wait_settled(self, timeout: float = 45) -> None:
+        """Until the hello reply no longer carries retryAfterMs (30 s after start)."""
+        deadline = time.monotonic() + timeout
+        while "retryAfterMs" in self.hello():
+            if time.monotonic() > deadline:
+                raise SystemExit("the hub still sends retryAfterMs")
+            time.sleep(1)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -160,14 +178,16 @@ class Mirror:
         return elapsed
 
 
-def write_missed(hub: Hub, count: int, records: int, batch: int = 1000) -> float:
-    """``count`` changes as atomic writes of ``batch`` sets; returns seconds."""
+def write_missed(hub: Hub, count: int, records: int, first: int = 0, batch: int = 1000) -> float:
+    """``count`` changes (numbered from ``first``) as atomic writes of
+    ``batch`` sets; returns seconds."""
     started = time.monotonic()
     with connect(hub.ws + "/v1/ws", open_timeout=10, max_size=None) as ws:
         ws.send(json.dumps({"op": "hello", "protocol": 1, "client": "bench-writer"}))
         json.loads(ws.recv(timeout=10))
         ids = itertools.count(1)
-        sent = 0
+        sent = first
+        count += first
         in_flight = 0
         while sent < count or in_flight:
             # Two writes in flight keep the hub's group commit busy.
@@ -215,17 +235,23 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="bench-reconcile-"))
     hub = Hub(args.tally, work)
-    mirrors = {name: Mirror(args.tally, work, name, hub) for name in ("A", "B", "C")}
+    mirrors = {name: Mirror(args.tally, work, name, hub) for name in ("A", "B", "C", "D")}
     rows = []
     try:
         log(f"hub on port {hub.port}, work directory {work}")
-        for name in ("A", "B"):  # synced once (empty), then offline
+        def sync_and_stop(name: str) -> None:
             mirror = mirrors[name]
             started = mirror.start()
-            mirror.wait_converged(hub.head(), started, 60)
+            mirror.wait_converged(hub.head(), started, 600)
             mirror.stop()
+
+        for name in ("A", "B"):  # synced once (empty), then offline
+            sync_and_stop(name)
+        tail = min(CATCH_UP, args.missed)
         log(f"{args.missed} missed changes over {args.records} records ...")
-        missed_s = write_missed(hub, args.missed, args.records)
+        missed_s = write_missed(hub, args.missed - tail, args.records)
+        sync_and_stop("D")  # misses only the last `tail`
+        missed_s += write_missed(hub, tail, args.records, first=args.missed - tail)
         log(f"  written in {missed_s:.1f}s ({args.missed / missed_s:,.0f} changes/s)")
         log(f"{args.entries} outbox entries with `tally mirror set` ({args.jobs} at a time) ...")
         outbox_s = make_outbox(mirrors["A"], args.entries, args.jobs)
@@ -233,6 +259,8 @@ def main() -> int:
         log(f"  made in {outbox_s:.1f}s ({args.entries / outbox_s:,.0f}/s); outbox depth {depth}")
         if depth != args.entries:
             raise SystemExit(f"outbox depth {depth} after {args.entries} offline writes")
+
+        hub.wait_settled()
 
         def measure(name: str, entries: int, missed: int, what: str) -> None:
             mirror = mirrors[name]
@@ -248,8 +276,10 @@ def main() -> int:
             rows.append((what, entries, missed, seconds, (entries + missed) / seconds, verify_s))
             log(f"  {what}: {seconds:.2f}s, verify {verify_s:.2f}s")
 
+        log("D: catch up ...")
+        measure("D", 0, tail, "catch up change by change (D: no outbox)")
         log("B: pull only ...")
-        measure("B", 0, args.missed, "pull only (B: no outbox)")
+        measure("B", 0, args.missed, "pull only, as a resnapshot (B: no outbox)")
         log("A: pull and replay ...")
         measure("A", args.entries, args.missed, "**pull + replay (A)**")
         records = args.records + args.entries
