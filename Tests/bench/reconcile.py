@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Reconcile benchmark for the offline mirror (issue 5).
 
-One hub (`tally serve`, --durability full, its own temporary --data) on
-127.0.0.1, three mirror stores of the prefix `bench/`:
+One hub (`tally serve`, default --durability full, its own temporary --data)
+on 127.0.0.1, four mirror stores of the prefix `bench/`:
 
   A  synced, stopped; then ENTRIES offline writes made with
      `tally mirror set` (real outbox rows, made by the CLI's own code path;
@@ -18,8 +18,7 @@ One hub (`tally serve`, --durability full, its own temporary --data) on
 Then, once the hub is past the 30 s after its start during which it asks
 reconnecting clients to wait (`retryAfterMs`, up to 5 s, which a mirror with
 a resume point honours), `tally mirror run` is started on D, B, A and C, one
-at a time, and
-timed from exec until it has converged: `tally mirror status --json` says
+at a time, and timed from exec until it has converged: `tally mirror status --json` says
 online, outbox 0 and last seq = the hub's head (every change is under
 `bench/`, so the head is what the mirror must reach); after that
 `tally verify` must exit 0 (timed separately). Prints a Markdown table:
