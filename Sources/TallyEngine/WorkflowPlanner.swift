@@ -281,7 +281,9 @@ public struct WorkflowPlanner: Sendable {
 
         if workflow.kind == .order, to == workflow.stockStage {
             let (item, qty, kind) = try Self.orderFields(data)
-            let path = Self.stockPath
+            guard let path = Self.stockPath else {
+                throw ProtocolError(.storageFailed, "the hub cannot address \"stock\" on \(item); nothing was changed")
+            }
             plan.add(Write(name: item, action: .boundedIncrement(path, by: kind == "receive" ? qty : -qty, atLeast: 0)),
                      origin: index)
         }
@@ -324,7 +326,9 @@ public struct WorkflowPlanner: Sendable {
         }
     }
 
-    static let stockPath = try! RecordPath(parsing: "stock")
+    /// Parsed once; a constant path that failed to parse refuses the
+    /// delivery instead of stopping the hub.
+    static let stockPath = try? RecordPath(parsing: "stock")
 
     static func orderFields(_ data: JSONObject) throws(ProtocolError) -> (item: String, qty: Int64, kind: String) {
         guard case .string(let item)? = data["item"], item.hasPrefix("items/"), item.utf8.count > 6 else {
