@@ -7,10 +7,12 @@
 // hub says `resnapshot`). Clients/js/README.md describes the API.
 
 import { Subscription } from "./subscription.js";
+import { conflictResolution } from "./conflicts.js";
 
 export { parsePath, valueAt } from "./path.js";
 export { applyRecordChange, applyListChange, applyPathChange } from "./changes.js";
 export { Subscription } from "./subscription.js";
+export { CONFLICT_PREFIX, isOpenConflict, conflictId, conflictResolution } from "./conflicts.js";
 
 export const PROTOCOL_VERSION = 1;
 
@@ -424,6 +426,14 @@ export class Tally {
 
   /** Several writes as one atomic change set: `ops` are messages without id. */
   write(ops, options) { return this.call(withOptions({ op: "write", ops }, options)); }
+
+  /** Settles a mirror's conflict (`conflicts/<id>`, its envelope) by keeping
+   *  one side, `"local"` or `"hub"`, in one atomic write (see conflicts.js);
+   *  `keep`: fields a whole-record set leaves to the hub. Refused with
+   *  `conflict` when the conflict changed meanwhile (settled elsewhere). */
+  resolveConflict(conflict, take, { keep, idem = Tally.idem() } = {}) {
+    return this.write(conflictResolution(conflict, take, { keep }), { idem });
+  }
 
   /** Publishes an event (not stored); resolves with `{delivered}`. */
   publish(topic, data) { return this.call({ op: "publish", topic, data }); }

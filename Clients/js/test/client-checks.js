@@ -5,7 +5,7 @@
 // last seen sequence with nothing lost and nothing twice.
 // Runs in the browser (test/vectors.html) and in node (vectors.test.mjs).
 
-import { Tally, TallyError, State, backoffDelay, valueAt } from "../tally.js";
+import { Tally, TallyError, State, backoffDelay, valueAt, conflictResolution, isOpenConflict } from "../tally.js";
 
 const WAIT_MS = 5000;
 
@@ -213,6 +213,53 @@ export async function runClientChecks({ url, WebSocket } = {}) {
     assert((await b.get("items/chk")).data.stock === 3, "delivery took the stock");
     const stale = await refusal(b.advance("orders/chk-2", { from: "ready" }));
     assert(stale.code === "conflict" && stale.details.stage === "received", JSON.stringify(stale.details));
+  });
+
+  await check("a mirror's conflict is settled in one atomic write", async () => {
+    const conflict = (id, name, field, local, hub) => b.set(`conflicts/${id}`, { name, field, local, hub, base: null,
+      policy: "both", created: Date.now(), resolved: false, mirror: "mirror:checks:1" });
+    await b.set("cf/1", { qty: 7, note: "hub" });
+    await conflict("cf-1", "cf/1", "qty", 5, 7);
+    await conflict("cf-2", "cf/1", "note", "local", "hub");
+    await conflict("cf-3", "cf/2", "*", { qty: 1, extra: true }, null);
+    await b.set("cf/3", { qty: 3 });
+    await conflict("cf-4", "cf/3", "*", null, { qty: 3 });
+    const sub = a.prefix("conflicts/", () => {});
+    await sub.ready;
+    const open = () => [...sub.value.values()].filter(isOpenConflict).map((envelope) => envelope.name).sort();
+    assert(equal(open(), ["conflicts/cf-1", "conflicts/cf-2", "conflicts/cf-3", "conflicts/cf-4"]), `open ${open()}`);
+
+    const first = sub.value.get("conflicts/cf-1");
+    const reply = await a.resolveConflict(first, "local");
+    assert(reply.results.length === 3, "the record's field, then resolved and take");
+    assert(equal((await b.get("cf/1")).data, { qty: 5, note: "hub" }), "the local value at the field");
+    const closed = (await b.get("conflicts/cf-1")).data;
+    assert(closed.resolved === true && closed.take === "local", JSON.stringify(closed));
+    await until("the subscription to see it closed", () => !open().includes("conflicts/cf-1"));
+    // Settled elsewhere meanwhile: a second resolution from the old envelope is refused, nothing changes.
+    const version = (await b.get("cf/1")).version;
+    const stale = await refusal(a.resolveConflict(first, "local"));
+    assert(stale.code === "conflict" && stale.details.index === 1, JSON.stringify(stale.details));
+    assert((await b.get("cf/1")).version === version, "the whole write was refused: the record did not move");
+
+    await a.resolveConflict(sub.value.get("conflicts/cf-2"), "hub");
+    assert((await b.get("cf/1")).version === version, "keeping the hub's side leaves the record alone");
+    assert((await b.get("conflicts/cf-2")).data.take === "hub", "closed with take hub");
+    await a.resolveConflict(sub.value.get("conflicts/cf-3"), "local");
+    assert(equal((await b.get("cf/2")).data, { qty: 1, extra: true }), "field * sets the whole record");
+    await a.resolveConflict(sub.value.get("conflicts/cf-4"), "local");
+    assert((await refusal(b.get("cf/3"))).code === "not_found", "field * with local null deletes the record");
+    await until("no open conflicts", () => open().length === 0);
+    sub.unsubscribe();
+
+    const ops = conflictResolution({ name: "conflicts/w", version: 4, data: { name: "orders/w", field: "*",
+      local: { stage: "ready", history: [], owner: "ana", qty: 2 } } }, "local", { keep: ["stage", "history", "owner"] });
+    assert(equal(ops, [{ op: "set", name: "orders/w", data: { qty: 2 } },
+      { op: "set", name: "conflicts/w", path: "resolved", value: true, version: 4 },
+      { op: "set", name: "conflicts/w", path: "take", value: "local" }]), JSON.stringify(ops));
+    let thrown = null;
+    try { conflictResolution(first, "mine"); } catch (error) { thrown = error; }
+    assert(thrown instanceof TypeError, "take is local or hub");
   });
 
   await check("a dropped connection resumes from the last seen seq", async () => {
