@@ -1,5 +1,6 @@
 // The stock-room board: open orders and intake jobs moving through their
-// stages, live stats, a connection indicator and a token login. Everything
+// stages, live stats, the offline mirrors' open conflicts (conflicts.js), a
+// connection indicator and a token login. Everything
 // comes from subscriptions of the JS client (/js/tally.js); a change is
 // applied to its card the moment its push arrives, without a reload.
 //
@@ -7,6 +8,8 @@
 // orders, done and failed jobs stay; default 30).
 
 import { Tally, State, TallyError } from "/js/tally.js";
+import { $, el, duration } from "./ui.js";
+import { followConflicts } from "./conflicts.js";
 
 const params = new URLSearchParams(location.search);
 const LINGER_MS = Math.max(0, Number(params.get("linger") ?? 30)) * 1000;
@@ -20,24 +23,18 @@ let ORDER_NEXT = { received: "in-progress", "in-progress": "ready", ready: "deli
 let INTAKE_TRACK = ["queued", "created", "media-uploaded", "analyzed", "cover-set", "done"];
 let INTAKE_STAGES = [...INTAKE_TRACK, "failed"];
 let INTAKE_TERMINAL = new Set(["done", "failed"]);
+/** Workflow prefix → its stage field: settling a whole-record conflict
+ *  leaves the stage, history and owner as the hub has them (they move by advance). */
+let STAGE_FIELDS = new Map([["orders/", "stage"], ["intake/", "stage"]]);
+const keepFor = (name) => {
+  for (const [prefix, field] of STAGE_FIELDS) if (name.startsWith(prefix)) return [field, "history", "owner"];
+  return [];
+};
 const ACTIONS = { "in-progress": "Start", ready: "Mark ready", delivered: "Deliver" };
 const LABELS = { "in-progress": "In progress", "media-uploaded": "Photos uploaded", "cover-set": "Cover set" };
 const label = (stage) => LABELS[stage] ?? (stage ? stage[0].toUpperCase() + stage.slice(1) : "—");
 /** Roles that only look: they get no buttons (the hub would refuse them anyway). */
 const VIEW_ONLY_ROLES = new Set(["dashboard", "client"]);
-
-const $ = (id) => document.getElementById(id);
-const el = (tag, props = {}, ...children) => {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(props)) {
-    if (key === "class") node.className = value;
-    else if (key === "dataset") Object.assign(node.dataset, value);
-    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-    else if (value !== undefined && value !== null && value !== false) node.setAttribute(key, value === true ? "" : value);
-  }
-  node.append(...children.filter((child) => child !== null && child !== undefined));
-  return node;
-};
 
 const hub = new Tally({ token: localStorage.getItem(TOKEN_KEY) || undefined, client: "tally-board/1" });
 window.tallyBoard = { hub }; // for the console and for tests
@@ -50,14 +47,6 @@ let clockOffset = null; // browser clock − hub clock, from pushes (smallest se
 
 // ---- formatting -------------------------------------------------------------
 
-function duration(ms) {
-  const s = Math.max(0, Math.floor(ms / 1000));
-  if (s < 60) return `${s} s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m} min ${s % 60} s`;
-  const h = Math.floor(m / 60);
-  return h < 48 ? `${h} h ${m % 60} min` : `${Math.floor(h / 24)} d ${h % 24} h`;
-}
 const hubNow = () => Date.now() - (clockOffset ?? 0);
 /** When the record entered its current stage (ms, hub clock). */
 function stageSince(envelope) {
@@ -331,6 +320,7 @@ async function readWorkflows() {
     const response = await fetch("/v1/workflows", hub.token ? { headers: { Authorization: `Bearer ${hub.token}` } } : {});
     if (!response.ok) return;
     const { workflows } = await response.json();
+    STAGE_FIELDS = new Map((workflows ?? []).map((flow) => [flow.prefix, flow.stageField ?? "stage"]));
     for (const flow of workflows ?? []) {
       const terminal = new Set(flow.terminal ?? []);
       const open = flow.stages.filter((stage) => !terminal.has(stage));
@@ -381,6 +371,7 @@ follow("orders/", orders, $("order-board"), orderCard);
 follow("intake/", jobs, $("intake-board"), jobCard);
 const orderStats = hub.record("stats/orders", (envelope) => renderStats("order-stats", ORDER_STAGES, envelope));
 const intakeStats = hub.record("stats/intake", (envelope) => renderStats("intake-stats", INTAKE_STAGES, envelope));
+const conflicts = followConflicts(hub, { keepFor });
 
 // Time in stage ticks; terminal records leave after their while.
 setInterval(() => {
@@ -391,6 +382,7 @@ setInterval(() => {
     const envelope = orders.get(name) ?? jobs.get(name);
     if (card.dataset.terminal === "true" && envelope && expired(envelope)) { card.remove(); cards.delete(name); updateEmpty(); }
   }
+  conflicts.tick();
 }, 1000);
 
 hub.connect().catch((error) => { if (error?.code !== "unauthorized") notice(error.message); });
