@@ -79,6 +79,13 @@ public final class MirrorSync: @unchecked Sendable {
     var lastDataVersion: Int64 = -1
     var lastPeriodic: Int64 = 0
     var lastReport: (outbox: Int64, seq: Int64?, at: Int64)?
+    /// The watch on `conflicts/` (see MirrorSync+Conflicts).
+    var conflictWatch: Subscription?
+    /// Open conflicts the hub may have resolved, still to be looked at; the
+    /// watch's resume point is stored only when none is left, so a run
+    /// killed meanwhile sees the resolution again.
+    var pendingResolutions: Set<String> = []
+    var checkingResolutions: Set<String> = []
 
     public init(store: MirrorStore, configuration: Configuration) throws(MirrorError) {
         self.store = store
@@ -118,6 +125,7 @@ public final class MirrorSync: @unchecked Sendable {
                 wanted.append(target)
             }
         }
+        seen.insert(Self.conflictWatchKey)
         var cursors = try store.cursors()
         let hub = configuration.serverLabel ?? configuration.url
         if let previous = try store.meta("hub"), previous != hub, !cursors.isEmpty {
@@ -141,6 +149,9 @@ public final class MirrorSync: @unchecked Sendable {
             }
             targets.append((target, subscription))
         }
+        // After the patterns: a dashboard's atomic resolve reaches the
+        // mirrored record before its conflicts record.
+        watchConflicts(since: cursors[Self.conflictWatchKey])
         client.onStateChange { [self] state, reason in stateChanged(state, reason) }
         client.connect()
         tick()
@@ -179,6 +190,7 @@ public final class MirrorSync: @unchecked Sendable {
             fetchWorkflows()
             report(force: true)
             pump()
+            recheckResolutions()
         case .reconnecting(let attempt, let delay):
             if live || attempt == 1 { configuration.log?("offline: \(reason ?? "connection lost"); retrying") }
             live = false
@@ -228,6 +240,10 @@ public final class MirrorSync: @unchecked Sendable {
         for (target, subscription) in targets {
             guard let cursor = client.cursor(of: subscription), cursor > (persistedCursors[target.key] ?? -1) else { continue }
             changed.append((target.key, cursor))
+        }
+        if let watch = conflictWatch, pendingResolutions.isEmpty, let cursor = client.cursor(of: watch),
+           cursor > (persistedCursors[Self.conflictWatchKey] ?? -1) {
+            changed.append((Self.conflictWatchKey, cursor))
         }
         guard !changed.isEmpty else { return }
         do {

@@ -121,6 +121,9 @@ enum MirrorCommand {
         --all includes resolved ones. 'resolve' settles one: --take local writes
         the mirror's value (through the outbox), --take hub keeps the hub's;
         either way the conflicts/<ID> record on the hub is marked resolved.
+        A conflict resolved on the hub instead (the dashboard, or "resolved":
+        true and "take" set on conflicts/<ID>) is closed here by the running
+        'mirror run', which writes the mirror's value only if the hub lacks it.
         """,
     ]
 

@@ -50,7 +50,7 @@ import pytest
 
 from conftest import TALLY_BIN
 from faultproxy import FaultProxy
-from synclib import SyncClient, all_changes, apply_push, get_record, put_record, rest
+from synclib import SyncClient, all_changes, apply_push, get_record, put_record, record_path, rest
 
 CLI_TIMEOUT = 20.0  # one short mirror command
 CONVERGE_TIMEOUT = 60.0  # reconnect backoff (cap 30 s, full jitter) + retryAfterMs (≤ 5 s) + replay
@@ -953,6 +953,67 @@ def test_concurrent_conflicting_edits_converge(tally, proxies, mirrors, policy):
         assert conflict["data"]["hub"] == hub["title"], (conflict, hub)
     else:
         assert records == {} and open_local == 0, (records, a.conflicts(), b.conflicts())
+
+
+@pytest.mark.parametrize("how", ["rest-local", "atomic-local", "rest-hub"])
+def test_a_conflict_resolved_on_the_hub_is_closed_by_its_mirror(tally, proxies, mirrors, how):
+    """A conflict recorded by B (policy `both`) resolved on the hub, as a
+    dashboard does, while B's `mirror run` runs: `PATCH
+    /v1/records/conflicts/<id>` `{"resolved":true,"take":"local"}` → B closes
+    it (`mirror conflicts --all --json`) and writes its value, which ends on
+    the hub and both mirrors; the same in one atomic write that also sets the
+    value → closed, and B writes nothing more (no version moves again);
+    `take: hub` → closed, nothing written."""
+    prefix, name = "notes/", "notes/c"
+    put_record(tally, name, CONFLICT_START)
+    a, b, pa, pb = two_mirrors(tally, proxies, mirrors, prefix, [f"{prefix}=both"])
+    conflicting_edits(a, b, name)
+    pa.passthrough()
+    converge(a, tally, [prefix])
+    pb.passthrough()
+    converge(b, tally, [prefix], conflicts=1)
+    merged = {**CONFLICT_START, "title": "from-A", "qty": 2, "color": "blue"}
+    assert get_record(tally, name).json()["data"] == merged
+    [listed] = b.conflicts()
+    conflict_name = f"conflicts/{listed['id']}"
+    record = get_record(tally, conflict_name).json()
+    assert record["data"]["resolved"] is False and record["data"]["mirror"] == status_field(b.status(), "client"), record
+
+    take = "hub" if how == "rest-hub" else "local"
+    if how == "atomic-local":
+        with SyncClient(tally) as client:
+            reply = client.ok("write", ops=[
+                {"op": "set", "name": name, "path": "title", "value": "from-B"},
+                {"op": "set", "name": conflict_name, "path": "resolved", "value": True},
+                {"op": "set", "name": conflict_name, "path": "take", "value": "local"},
+                {"op": "set", "name": conflict_name, "path": "resolvedBy", "value": "dashboard"}])
+        written = {r["name"]: r["version"] for r in reply["results"]}
+    else:
+        response = rest(tally, "PATCH", record_path(conflict_name), {"resolved": True, "take": take})
+        assert response.status == 200, (response.status, response.body[:300])
+        written = {conflict_name: response.json()["version"], name: get_record(tally, name).json()["version"]}
+
+    def closed():
+        result = b.cli("conflicts", "--all", "--json")
+        assert result.rc == 0, result
+        [entry] = result.json()["conflicts"]
+        return entry["resolved"] == take and entry
+
+    wait_until(closed, 20, lambda: f"B to close the conflict (take {take})\n{b.describe()}")
+    assert b.conflicts() == [], "`mirror conflicts` still lists the conflict as open"
+    for mirror in (b, a):
+        converge(mirror, tally, [prefix])
+    expected = {**merged, "title": "from-B"} if take == "local" else merged
+    hub = get_record(tally, name).json()
+    assert hub["data"] == expected, f"{how}: the hub has {hub['data']}, expected {expected}"
+    for mirror in (a, b):
+        assert mirror.get(name)["data"] == expected
+        assert_same_as_hub(mirror, tally, prefix)
+    # Resolved on the hub: B leaves the conflicts record as the resolver wrote it.
+    assert get_record(tally, conflict_name).json()["version"] == written[conflict_name]
+    if how != "rest-local":
+        # Nothing for B to write: the record's version has not moved again.
+        assert hub["version"] == written[name], f"{how}: B wrote {name} again: {hub}"
 
 
 # --------------------------------------------------------------------------

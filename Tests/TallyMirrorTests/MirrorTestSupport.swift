@@ -1,0 +1,116 @@
+@preconcurrency import Glibc
+import Testing
+import TallyClient
+@testable import TallyMirror
+import TallyNet
+import TallyProtocol
+import TallyServer
+import TallyTestSupport
+
+// A hub in this process and mirrors of it, for testing MirrorSync against
+// the real thing. "Offline" writes are made with the sync stopped (as
+// `tally mirror set` does from another process); every wait polls the store
+// with a deadline.
+
+final class TestHub {
+    let directory: TemporaryDirectory
+    private(set) var hub: Hub?
+    private(set) var port = 0
+
+    init() throws {
+        directory = try TemporaryDirectory(prefix: "mirror-hub")
+        try start()
+    }
+
+    var url: String { "ws://127.0.0.1:\(port)/v1/ws" }
+
+    func start() throws {
+        var configuration = HubConfiguration()
+        configuration.server.host = "127.0.0.1"
+        configuration.server.port = port
+        configuration.server.threads = 1
+        configuration.server.logger = .disabled
+        configuration.server.shutdownGraceMillis = 500
+        configuration.echo = false
+        configuration.dataDirectory = directory.path
+        let started = try Hub(configuration: configuration)
+        hub = started
+        port = started.port
+    }
+
+    func stop() {
+        hub?.shutdown()
+        hub = nil
+    }
+
+    deinit { stop() }
+
+    /// A short-lived client for checking and changing the hub directly.
+    func client() async throws -> TallyClient {
+        var options = TallyClient.Options()
+        options.honourRetryAfter = false
+        let client = try TallyClient(url: url, clientName: "checker", options: options)
+        client.connect()
+        return client
+    }
+}
+
+func waitFor(_ what: String, timeoutMillis: Int = 20_000, _ condition: () throws -> Bool) async throws {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    let deadline = Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000 + Int64(timeoutMillis)
+    while true {
+        if try condition() { return }
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        if Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000 > deadline {
+            throw TestFailure("timed out waiting for \(what)")
+        }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+}
+
+/// One mirror: its store file and, while running, its sync.
+final class TestMirror {
+    let path: String
+    let directory: TemporaryDirectory
+    let patterns: [String]
+    let policies: PolicyTable
+    private(set) var sync: MirrorSync?
+    let store: MirrorStore
+
+    init(patterns: [String], policies: PolicyTable = PolicyTable()) throws {
+        directory = try TemporaryDirectory(prefix: "mirror")
+        path = directory.path + "/m.sqlite"
+        self.patterns = patterns
+        self.policies = policies
+        store = try MirrorStore(path: path)
+    }
+
+    func start(_ url: String) throws {
+        var configuration = MirrorSync.Configuration(url: url, token: nil, clientID: "mirror:test:\(path.hashValue)",
+                                                     patterns: patterns)
+        configuration.policies = policies
+        configuration.options.backoff = Backoff(baseMillis: 20, capMillis: 200)
+        configuration.options.honourRetryAfter = false
+        let sync = try MirrorSync(store: try MirrorStore(path: path), configuration: configuration)
+        sync.start()
+        self.sync = sync
+    }
+
+    func stop() {
+        sync?.stop()
+        sync = nil
+    }
+
+    var online: Bool { (try? store.meta("online")) == "1" }
+
+    /// Online with an empty outbox and nothing in flight.
+    func waitConverged(_ what: String = "the mirror to converge") async throws {
+        try await waitFor(what) {
+            guard online else { return false }
+            return try store.outboxDepth() == 0
+        }
+    }
+
+    deinit { stop() }
+}
