@@ -74,6 +74,7 @@ extension ClientCore {
             sub.status = .paging
             sub.snapshot = snapshot
             for record in snapshot.records { sub.pages[record.name] = record }
+            progressHandler?(.receiving(target: sub.target, records: sub.pages.count))
             return fetchPage(sub, prefix: prefix, after: snapshot.records.last?.name)
         }
         finishSnapshot(sub, snapshot)
@@ -94,6 +95,7 @@ extension ClientCore {
                 for record in records where (sub.pages[record.name]?.seq ?? -1) < record.seq {
                     sub.pages[record.name] = record
                 }
+                self.progressHandler?(.receiving(target: sub.target, records: sub.pages.count))
                 if reply["more"] == .bool(true), let last = records.last {
                     self.fetchPage(sub, prefix: prefix, after: last.name)
                 } else if var snapshot = sub.snapshot {

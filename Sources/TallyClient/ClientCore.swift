@@ -33,6 +33,7 @@ final class ClientCore: @unchecked Sendable {
     static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
 
     var stateHandler: (@Sendable (ConnectionState, String?) -> Void)?
+    var progressHandler: (@Sendable (SyncProgress) -> Void)?
     var phase: Phase = .idle
     var state: ConnectionState = .offline
     var lastError: String?
@@ -156,6 +157,7 @@ final class ClientCore: @unchecked Sendable {
             let wait = reply["retryAfterMs"]?.int64 ?? 0
             let resyncing = subscriptions.values.contains { $0.cursor != nil }
             if wait > 0, options.honourRetryAfter, resyncing {
+                progressHandler?(.waiting(delayMs: Int(min(wait, 60_000))))
                 queue.asyncAfter(deadline: .now() + .milliseconds(Int(min(wait, 60_000)))) { [weak self] in
                     guard let self, self.generation == generation, self.phase == .syncing else { return }
                     self.resubscribeAll()
@@ -167,6 +169,7 @@ final class ClientCore: @unchecked Sendable {
     }
 
     func resubscribeAll() {
+        if subscriptions.values.contains(where: { !$0.target.isTopic }) { progressHandler?(.subscribing) }
         for sub in subscriptions.values.sorted(by: { $0.id < $1.id }) { sendSubscribe(sub) }
         checkSynced()
     }

@@ -22,6 +22,20 @@ public enum ConnectionState: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// How far the client has come in bringing its subscriptions up to date
+/// after a (re)connect, for progress displays: the steps that take time
+/// while the state stays `.connecting`.
+public enum SyncProgress: Sendable, Equatable {
+    /// The hub asked this client to wait before resubscribing (the hello's
+    /// `retryAfterMs`, sent for a while after the hub restarted).
+    case waiting(delayMs: Int)
+    /// The subscriptions went out; their answers are on the way.
+    case subscribing
+    /// A large snapshot comes page by page: `records` of `target` have
+    /// arrived so far (the hub does not say how many there are in all).
+    case receiving(target: SubscriptionTarget, records: Int)
+}
+
 /// Failures that happen on the client's side of the wire. They travel as
 /// `ProtocolError`s like the hub's refusals, so a caller has one error type.
 extension ErrorCode {

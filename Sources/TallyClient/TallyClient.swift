@@ -117,6 +117,12 @@ public final class TallyClient: Sendable {
         core.queue.async { core.stateHandler = handler }
     }
 
+    /// Called on the client's queue as a resync goes (see `SyncProgress`).
+    public func onSyncProgress(_ handler: @escaping @Sendable (SyncProgress) -> Void) {
+        let core = self.core
+        core.queue.async { core.progressHandler = handler }
+    }
+
     /// Starts connecting (and keeps reconnecting until `close()`).
     public func connect() {
         let core = self.core

@@ -186,6 +186,12 @@ public final class MirrorStore: @unchecked Sendable {
         try db.query("SELECT count(*) FROM outbox WHERE state = 'pending'").first?.first?.int ?? 0
     }
 
+    /// How many writes wait for the hub's ok, and the newest one's id.
+    func pendingSummary() throws(MirrorStoreError) -> (count: Int, maxID: Int64) {
+        let row = try db.query("SELECT count(*), max(id) FROM outbox WHERE state = 'pending'").first
+        return (Int(row?[0].int ?? 0), row?[1].int ?? 0)
+    }
+
     /// Whether writes to `name` wait in the outbox (its local view then
     /// differs from the hub's copy). One index lookup.
     func hasPending(_ name: String) throws(MirrorStoreError) -> Bool {

@@ -29,7 +29,6 @@ extension MirrorSync {
         case .prefix(let prefix):
             let records = snapshot.records
             let total = records.count
-            let label = "resync \(prefix.isEmpty ? "(all)" : prefix)"
             var start = 0
             repeat {
                 let end = min(start + Self.chunkSize, total)
@@ -48,7 +47,7 @@ extension MirrorSync {
                     }
                 }
                 start = end
-                if total > 1000 { configuration.progress?(Progress(label: label, done: end, total: total)) }
+                applied(end, of: total, target: target)
             } while start < total
         case .record(let name):
             try store.transaction { () throws(MirrorStoreError) in
@@ -88,7 +87,7 @@ extension MirrorSync {
                 if end > start { try noteSeq(changes[end - 1].seq) }
             }
             start = end
-            if total > 1000 { configuration.progress?(Progress(label: "catch up \(target.key)", done: end, total: total)) }
+            applied(end, of: total, target: target)
         } while start < total
         // The hub's copies moved: pending writes may now be sendable again.
         if live, !loaded.isEmpty { pump() }

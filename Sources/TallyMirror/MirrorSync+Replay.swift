@@ -88,6 +88,7 @@ extension MirrorSync {
         inflight[entry.id] = nil
         inflightNames.remove(entry.name)
         completed.append((entry, result))
+        replayed(entry)
         // The hub applied exactly this write on exactly its base: the next
         // writes to the record were made on top of it, so their base is the new version.
         if let next = Self.baseAfter(entry, result) {
@@ -199,6 +200,7 @@ extension MirrorSync {
         } catch {
             return fail("cannot record a refused outbox entry: \(error)")
         }
+        replayed(entry)
         pump()
     }
 

@@ -34,8 +34,8 @@ public final class MirrorSync: @unchecked Sendable {
         public var options = TallyClient.Options()
         /// `GET /v1/workflows`, run off the queue; nil when it failed.
         public var fetchWorkflows: (@Sendable () -> JSONValue?)?
-        /// Large resyncs: called on the queue as chunks are applied.
-        public var progress: (@Sendable (Progress) -> Void)?
+        /// Resync progress (nil: none), called on the queue as it changes.
+        public var progress: (@Sendable (ResyncState?) -> Void)?
         public var log: (@Sendable (String) -> Void)?
         /// The store failed for good; the engine has stopped.
         public var fatal: (@Sendable (String) -> Void)?
@@ -48,12 +48,6 @@ public final class MirrorSync: @unchecked Sendable {
             self.clientID = clientID
             self.patterns = patterns
         }
-    }
-
-    public struct Progress: Sendable {
-        public var label: String
-        public var done: Int
-        public var total: Int
     }
 
     let store: MirrorStore
@@ -86,6 +80,12 @@ public final class MirrorSync: @unchecked Sendable {
     /// killed meanwhile sees the resolution again.
     var pendingResolutions: Set<String> = []
     var checkingResolutions: Set<String> = []
+    var resyncTracker = ResyncTracker()
+    /// The outbox entries waiting when the connection went live: the
+    /// newest one's id, how many, how many are done.
+    var replayBacklog: (maxID: Int64, total: Int, done: Int)?
+    /// The number of the connection attempt under way.
+    var connectAttempt = 1
 
     public init(store: MirrorStore, configuration: Configuration) throws(MirrorError) {
         self.store = store
@@ -138,7 +138,7 @@ public final class MirrorSync: @unchecked Sendable {
             let patterns = JSONValue.array(configuration.patterns.map(JSONValue.string)).serializedString
             let policies = JSONValue.object(JSONObject(configuration.policies.policies.map { ($0.key, JSONValue.string($0.value.rawValue)) }))
             try store.setMeta(["hub": hub, "last_error": nil, "last_error_at": nil, "patterns": patterns, "policies": policies.serializedString,
-                               "client": configuration.clientID, "online": "0", "pid": "\(getpid())",
+                               "client": configuration.clientID, "online": "0", "resync": nil, "pid": "\(getpid())",
                                "started": "\(MirrorStore.now())"])
         }
         persistedCursors = cursors
@@ -153,6 +153,7 @@ public final class MirrorSync: @unchecked Sendable {
         // mirrored record before its conflicts record.
         watchConflicts(since: cursors[Self.conflictWatchKey])
         client.onStateChange { [self] state, reason in stateChanged(state, reason) }
+        client.onSyncProgress { [self] progress in syncProgressed(progress) }
         client.connect()
         tick()
     }
@@ -165,7 +166,7 @@ public final class MirrorSync: @unchecked Sendable {
             guard !stopped else { return }
             flushCompleted()
             persistCursors()
-            try? store.setMeta(["online": "0", "pid": nil])
+            try? store.setMeta(["online": "0", "resync": nil, "pid": nil])
             stopped = true
         }
         client.shutdown()
@@ -185,10 +186,12 @@ public final class MirrorSync: @unchecked Sendable {
         case .live:
             live = true
             epoch += 1
+            connectAttempt = 1
             try? store.setMeta(["online": "1", "connected": "\(MirrorStore.now())"])
             configuration.log?("live: \(configuration.url)")
             fetchWorkflows()
             report(force: true)
+            startReplay()
             pump()
             recheckResolutions()
         case .reconnecting(let attempt, let delay):
@@ -198,9 +201,14 @@ public final class MirrorSync: @unchecked Sendable {
             requeueInflight()
             var values: [String: String?] = ["online": "0"]
             if let reason { values["last_error"] = reason; values["last_error_at"] = "\(MirrorStore.now())" }
-            _ = delay
             try? store.setMeta(values)
-        case .connecting, .offline:
+            replayBacklog = nil
+            connectAttempt = attempt + 1
+            setResync(ResyncState(phase: .waiting, total: delay))
+        case .connecting:
+            live = false
+            setResync(ResyncState(phase: .connecting, done: connectAttempt))
+        case .offline:
             live = false
         }
     }
@@ -224,6 +232,7 @@ public final class MirrorSync: @unchecked Sendable {
             lastDataVersion = version
             if live { pump() }
         }
+        tickResync()
         let now = MirrorStore.now()
         if now - lastPeriodic >= 1000 {
             lastPeriodic = now

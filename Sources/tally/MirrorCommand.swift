@@ -53,7 +53,9 @@ enum MirrorCommand {
         full jitter). On reconnect it pulls exactly the changes missed since the
         last seq it applied (or a fresh snapshot when the hub's log no longer
         reaches back), then sends the outbox in order, each write with its
-        idempotency key and the version it was based on.
+        idempotency key and the version it was based on. The phases of a
+        resync (waiting, connecting, receiving, applying, replaying) and how far
+        each has come go to stderr and to 'tally mirror status'.
 
           --policy PREFIX=POLICY   who wins a field both sides changed under
                                    PREFIX: hub (default), client, or both (keep
@@ -108,9 +110,12 @@ enum MirrorCommand {
 
         Whether a 'mirror run' is connected (online/offline), the hub, the last
         seq applied, writes waiting in the outbox, writes the hub refused,
-        open conflicts and the last error. --json keys: online, running, server,
-        lastSeq, outbox, failed, conflicts, lastError, lastErrorAt, patterns,
-        client, store.
+        open conflicts, the last error and, while the run resyncs, its phase
+        and progress (waiting, connecting, receiving, applying, replaying).
+        --json keys: online, running, server, lastSeq, outbox, failed,
+        conflicts, lastError, lastErrorAt, patterns, client, store, resync
+        ({"phase","target","done","total"}; total null when not known; null
+        when no resync runs).
         """,
         "conflicts": """
         Usage: tally mirror conflicts [--all] [--json] [--store FILE]
@@ -348,7 +353,7 @@ enum MirrorCommand {
                 return ClientCommands.output(.object([
                     "store": .string(path), "online": false, "running": .bool(running), "server": .null, "lastSeq": 0,
                     "outbox": 0, "failed": 0, "conflicts": 0, "lastError": .null, "patterns": .array([]), "client": .null,
-                    "exists": false,
+                    "resync": .null, "exists": false,
                 ]))
             }
             return print("mirror \(path): offline (no mirror store yet\(running ? "; mirror run is starting" : ""))")
@@ -363,12 +368,16 @@ enum MirrorCommand {
         let conflicts = try store.conflicts().count
         let lastError = try store.meta("last_error")
         let patterns = (try store.meta("patterns")).flatMap { try? JSONValue.parse($0) } ?? .array([])
+        // Stored by the run as it goes; a run that was killed left its last one behind.
+        let resync = running ? (try store.meta("resync")).flatMap { try? JSONValue.parse($0) }?.objectValue
+            .flatMap(ResyncState.init(json:)) : nil
         var body: JSONObject = [
             "store": .string(path), "online": .bool(online), "running": .bool(running),
             "server": (try store.meta("hub")).map(JSONValue.string) ?? .null, "lastSeq": .int(lastSeq),
             "outbox": .int(depth), "failed": .int(Int64(failed)), "conflicts": .int(Int64(conflicts)),
             "lastError": lastError.map(JSONValue.string) ?? .null, "patterns": patterns,
             "client": (try store.meta("client")).map(JSONValue.string) ?? .null,
+            "resync": resync.map { .object($0.json) } ?? .null,
         ]
         if let at = (try store.meta("last_error_at")).flatMap({ Int64($0) }) { body["lastErrorAt"] = .int(at) }
         if a.flag("json") { return ClientCommands.output(.object(body)) }
@@ -382,6 +391,7 @@ enum MirrorCommand {
         if failed > 0 { print("  refused      \(failed) write\(failed == 1 ? "" : "s") the hub refused (see the log of mirror run)") }
         print("  conflicts    \(conflicts) open\(conflicts > 0 ? " ('tally mirror conflicts' lists them)" : "")")
         print("  last error   \(lastError ?? "none")")
+        if let resync { print("  resync       \(resync.summary)") }
     }
 
     static func conflicts(_ a: Arguments, _ path: String) throws {

@@ -84,7 +84,7 @@ enum MirrorRunCommand {
         }
 
         let quiet = a.flag("quiet")
-        let progress = ResyncProgress(quiet: quiet)
+        let progress = ResyncDisplay(quiet: quiet)
         let fatal = Mutex<String?>(nil)
         var configuration = MirrorSync.Configuration(url: url, token: access.token,
                                                      clientID: clientID(store: path), patterns: patterns)
@@ -175,35 +175,48 @@ struct MirrorRunLock {
     func release() { lock.release() }
 }
 
-/// The resync progress bar on stderr (redrawn in place on a terminal; a
-/// line at start and end otherwise) and the run's log lines.
-final class ResyncProgress: Sendable {
+/// Resync progress on stderr: a bar redrawn in place on a terminal, a line
+/// per phase otherwise (and one when a counted phase is complete); steps
+/// too small to matter (`ResyncState.worthShowing`) are not shown. The
+/// run's log lines go through here too, so they never land inside a bar.
+final class ResyncDisplay: Sendable {
     private let isTerminal = isatty(STDERR_FILENO) == 1
     private let quiet: Bool
-    private let state = Mutex<(label: String, percent: Int, drawn: Bool)>(("", -1, false))
+    private let state = Mutex<(key: String, percent: Int, done: Int, drawn: Bool)>(("", -1, -1, false))
 
     init(quiet: Bool) { self.quiet = quiet }
 
-    func show(_ progress: MirrorSync.Progress) {
+    func show(_ progress: ResyncState?) {
         guard !quiet else { return }
-        let percent = progress.total > 0 ? progress.done * 100 / progress.total : 100
         state.withLock { state in
+            guard let progress, progress.worthShowing else {
+                if state.drawn { fputs("\n", stderr) }
+                state = ("", -1, -1, false)
+                return
+            }
+            let key = "\(progress.phase.rawValue) \(progress.target ?? "")"
+            let percent = progress.percent ?? -1
+            let complete = percent == 100
             if isTerminal {
-                guard percent != state.percent || state.label != progress.label else { return }
-                let width = 30
-                let filled = width * percent / 100
-                let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-                fputs("\r\(progress.label) [\(bar)] \(percent)% \(progress.done)/\(progress.total)\u{1B}[K", stderr)
+                guard key != state.key || percent != state.percent || (percent < 0 && progress.done != state.done) else { return }
+                var line = "resync: \(progress.summary)"
+                if percent >= 0 {
+                    let width = 30
+                    let filled = width * percent / 100
+                    line = "resync [\(String(repeating: "#", count: filled))\(String(repeating: ".", count: width - filled))] \(progress.summary)"
+                }
+                fputs("\r\(line)\u{1B}[K", stderr)
                 state.drawn = true
-                if progress.done >= progress.total {
+                if complete {
                     fputs("\n", stderr)
                     state.drawn = false
                 }
-            } else if state.label != progress.label || progress.done >= progress.total {
-                fputs("tally: \(progress.label): \(progress.done)/\(progress.total)\n", stderr)
+            } else if key != state.key || (complete && state.percent != 100) {
+                fputs("tally: resync: \(progress.summary)\n", stderr)
             }
-            state.label = progress.done >= progress.total ? "" : progress.label
+            state.key = key
             state.percent = percent
+            state.done = progress.done
         }
     }
 

@@ -86,12 +86,18 @@ final class TestMirror {
         store = try MirrorStore(path: path)
     }
 
-    func start(_ url: String) throws {
+    /// - Parameters:
+    ///   - honourRetryAfter: wait the `retryAfterMs` of a hub that just
+    ///     started, as `mirror run` does (off: tests restart hubs often).
+    ///   - progress: the sync's resync progress, on its queue.
+    func start(_ url: String, honourRetryAfter: Bool = false,
+               progress: (@Sendable (ResyncState?) -> Void)? = nil) throws {
         var configuration = MirrorSync.Configuration(url: url, token: nil, clientID: "mirror:test:\(path.hashValue)",
                                                      patterns: patterns)
         configuration.policies = policies
         configuration.options.backoff = Backoff(baseMillis: 20, capMillis: 200)
-        configuration.options.honourRetryAfter = false
+        configuration.options.honourRetryAfter = honourRetryAfter
+        configuration.progress = progress
         let sync = try MirrorSync(store: try MirrorStore(path: path), configuration: configuration)
         sync.start()
         self.sync = sync

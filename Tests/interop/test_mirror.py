@@ -124,7 +124,7 @@ def server_url(server) -> str:
 
 # `tally mirror status --json` (docs/mirror.md, "Status and sync health").
 STATUS_KEYS = {"store", "online", "running", "server", "lastSeq", "outbox", "failed", "conflicts", "lastError",
-               "patterns", "client"}
+               "patterns", "client", "resync"}
 
 
 def status_field(status: dict, key: str):
@@ -723,7 +723,7 @@ def check_resume_point_not_ahead(mirror: Mirror, server, prefix: str, what: str)
 # Under the hub's replay limit (a resume of more than 10,000 changes is
 # answered with a snapshot), so the mirror catches up change by change.
 MISSED = 9_000
-PULL_PROGRESS = re.compile(r"catch up \S+: (\d+)/(\d+)")
+PULL_PROGRESS = re.compile(r"resync: applying \d+% (\d+)/(\d+) \(prefix:notes/\)")
 
 
 def test_mirror_sigkilled_mid_reconcile_resumes(tally, proxies, mirrors):
@@ -774,10 +774,10 @@ def test_mirror_sigkilled_mid_reconcile_resumes(tally, proxies, mirrors):
         return landed, last_seq
 
     # Cycles 0 and 1: during the pull, which `mirror run` applies in chunks of
-    # 2,000 changes, each stored with its resume point, and reports with a line
-    # "catch up …: DONE/TOTAL" after the first chunk (stderr not a terminal).
-    # The kill comes a random moment (0-0.2 s) after that line. The outbox
-    # goes out only after the pull.
+    # 2,000 changes, each stored with its resume point, and reports with a
+    # line "resync: applying P% DONE/TOTAL (prefix:notes/)" after the first
+    # chunk (stderr not a terminal). The kill comes a random moment (0-0.2 s)
+    # after that line. The outbox goes out only after the pull.
     for cycle in (0, 1):
         pending = after_missed - status_field(mirror.status(), "lastSeq")
         if pending <= 2000:
@@ -1136,6 +1136,67 @@ def test_status_json_fields(tally, proxies, mirrors):
     stopped = mirror.status()
     assert status_field(stopped, "online") is False and status_field(stopped, "running") is False, (
         f"no mirror run is running, status says {stopped}")
+
+
+RESYNC_RECORDS = 15_000  # over the hub's 10,000 records per snapshot reply: the rest comes in pages
+RESYNC_DELAY_MS = 100  # per proxied chunk: receiving the snapshot takes seconds, whatever the CPU
+
+
+def test_status_shows_resync_progress_of_a_large_snapshot(tally, proxies, mirrors):
+    """`mirror status` shows the phase of the resync `mirror run` is in —
+    connecting while the hub does not answer (a black hole), then receiving
+    the snapshot page by page and applying it (slowed down by the proxy so a
+    poll is sure to see it) — and `"resync": null` once it is over; never a
+    resync of a run that was killed. `mirror run` prints one line per phase
+    on stderr (not a terminal)."""
+    write_missed_changes(tally, "items/", RESYNC_RECORDS, records=RESYNC_RECORDS)
+    proxy = proxies(tally)
+    proxy.blackhole()
+    mirror = mirrors(proxy.url, "items/")
+
+    def resync_when(predicate) -> dict:
+        def check():
+            resync = status_field(mirror.status(), "resync")
+            return predicate(resync) and resync
+        return wait_until(check, OFFLINE_TIMEOUT, lambda: f"a resync state; {mirror.describe()}", 0.05)
+
+    # A run killed mid-resync leaves its last state in the store; status shows none.
+    mirror.start()
+    resync_when(lambda r: r is not None and r["phase"] in ("connecting", "waiting"))
+    mirror.kill()
+    killed = mirror.status()
+    assert status_field(killed, "running") is False and killed["resync"] is None, killed
+
+    mirror.start()
+    connecting = resync_when(lambda r: r is not None and r["phase"] == "connecting")
+    assert set(connecting) == {"phase", "target", "done", "total"}, connecting
+    assert connecting["done"] >= 1 and connecting["total"] is None, connecting
+    text = mirror.cli("status")
+    assert text.rc == 0 and re.search(r"^\s+resync\s+(connecting|waiting)", text.out, re.M), text
+
+    proxy.delay(RESYNC_DELAY_MS)
+    seen: list[dict] = []
+
+    def over():
+        status = mirror.status()
+        if status["resync"] is not None:
+            seen.append(status["resync"])
+            return False
+        return status_field(status, "online") is True and status_field(status, "lastSeq") >= hub_head(tally)
+
+    wait_until(over, CONVERGE_TIMEOUT, lambda: f"the resync to end; seen {seen[-5:]}\n{mirror.describe()}", 0.05)
+    progress = [r for r in seen if r["phase"] in ("receiving", "applying") and r["done"] > 0]
+    assert progress, f"no snapshot progress among the states polled: {seen}"
+    for state in progress:
+        assert state["target"] == "prefix:items/", state
+        assert state["done"] <= RESYNC_RECORDS and state["total"] in (None, RESYNC_RECORDS), state
+    print(f"{len(seen)} resync states polled, e.g. {progress[:3]}")
+    assert_same_as_hub(mirror, tally, "items/")
+    idle = mirror.cli("status")
+    assert idle.rc == 0 and not re.search(r"^\s+resync\s", idle.out, re.M), idle
+    log = mirror.log(tail=100_000)
+    assert re.search(r"tally: resync: receiving \d+ records \(prefix:items/\)", log), log
+    assert f"tally: resync: applying 100% {RESYNC_RECORDS}/{RESYNC_RECORDS} (prefix:items/)" in log, log
 
 
 def test_status_after_sigkill_does_not_claim_online(tally, proxies, mirrors):
