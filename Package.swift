@@ -45,6 +45,9 @@ let package = Package(
         // The hub: configuration, routes, metrics.
         // Durable storage: SQLite (WAL, group commit) and an in-memory twin.
         .target(name: "TallyStore", dependencies: ["CSQLite"], swiftSettings: strict),
+        // The SQLite connection the CLI's own files share (the mirror's store,
+        // the intake outbox): WAL + synchronous=FULL, transactions, typed errors.
+        .target(name: "TallySQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         .target(name: "TallyServer", dependencies: ["TallyNet", "TallyEngine", "TallyProtocol", "TallyStore",
                                                     "COpenSSL", "CZlib"],
                 swiftSettings: strict),
@@ -54,10 +57,10 @@ let package = Package(
         .target(name: "TallyClient", dependencies: ["TallyNet", "TallyProtocol", "TallyWebSocket", "TallyTLS"],
                 swiftSettings: strict),
         // The offline mirror behind `tally mirror`: local SQLite store, outbox, merge.
-        .target(name: "TallyMirror", dependencies: ["TallyClient", "TallyProtocol", "CSQLite"], swiftSettings: strict),
+        .target(name: "TallyMirror", dependencies: ["TallyClient", "TallyProtocol", "TallySQLite"], swiftSettings: strict),
         // The command-line front end: argument parsing and output only.
         .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS",
-                                                      "TallyProtocol", "TallyStore", "TallyEngine", "CSQLite",
+                                                      "TallyProtocol", "TallyStore", "TallyEngine", "TallySQLite",
                                                       "TallyClient", "TallyMirror"],
                           swiftSettings: strict),
 

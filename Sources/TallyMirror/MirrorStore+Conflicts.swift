@@ -1,5 +1,6 @@
 import TallyClient
 import TallyProtocol
+import TallySQLite
 
 /// Closing recorded conflicts: here (`tally mirror conflicts resolve`) or
 /// because the hub's `conflicts/<id>` record says someone resolved it there.

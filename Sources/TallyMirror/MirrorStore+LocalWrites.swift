@@ -1,5 +1,6 @@
 import TallyClient
 import TallyProtocol
+import TallySQLite
 
 /// A write made on the command line against the mirror.
 public enum LocalCommand: Sendable, Equatable {

@@ -1,6 +1,15 @@
 @preconcurrency import Glibc
 import TallyClient
 import TallyProtocol
+import TallySQLite
+
+/// Why the mirror's store could not be read or written; the message names
+/// the file and what was being done.
+public struct MirrorStoreError: Error, CustomStringConvertible, Sendable, SQLiteFailure {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
 
 /// The mirror's one SQLite file: the records and lists it mirrors, the
 /// outbox of local writes, recorded conflicts, subscription resume points
@@ -17,12 +26,13 @@ import TallyProtocol
 /// owner thread or queue.
 public final class MirrorStore: @unchecked Sendable {
     public let path: String
-    let db: MirrorDatabase
+    let db: SQLiteDatabase<MirrorStoreError>
     static let schemaVersion: Int64 = 1
 
     public init(path: String) throws(MirrorStoreError) {
         self.path = path
-        db = try MirrorDatabase(path: path)
+        // Waits up to 30 s for another process's lock (a resync chunk commits in far less).
+        db = try SQLiteDatabase(path: path, label: "mirror store", busyTimeoutMillis: 30_000)
         try migrate()
     }
 

@@ -1,6 +1,7 @@
 import Dispatch
 import TallyClient
 import TallyProtocol
+import TallySQLite
 
 /// Replaying the outbox: sending entries in order (one per record in
 /// flight), confirming them in batches, merging on `conflict`, setting

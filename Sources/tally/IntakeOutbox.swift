@@ -1,5 +1,13 @@
 @preconcurrency import Glibc
 import TallyProtocol
+import TallySQLite
+
+/// Why the intake outbox could not be read or written; the message names
+/// the file and the operation.
+struct OutboxError: Error, SQLiteFailure {
+    var message: String
+    init(_ message: String) { self.message = message }
+}
 
 /// The persistent local outbox of intake jobs: an SQLite file with the jobs,
 /// their stages and photos, and a directory beside it with the photos'
@@ -15,7 +23,7 @@ final class IntakeOutbox {
     let photoDirectory: String
     /// Per-job lock files: one process runs a job at a time.
     let lockDirectory: String
-    private let db: OutboxSQLite
+    private let db: SQLiteDatabase<OutboxError>
 
     static let schemaVersion: Int64 = 1
 
@@ -52,7 +60,8 @@ final class IntakeOutbox {
         try Self.makeDirectories(directory)
         try Self.makeDirectories(photoDirectory)
         try Self.makeDirectories(lockDirectory)
-        db = try OutboxSQLite(path: path)
+        // Another tally process may hold the write lock for a moment.
+        db = try SQLiteDatabase(path: path, label: "intake outbox", busyTimeoutMillis: 10_000)
         try migrate()
     }
 

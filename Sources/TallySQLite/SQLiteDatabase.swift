@@ -1,55 +1,50 @@
 import CSQLite
 
-/// Why the mirror's store could not be read or written; the message names
-/// the file and what was being done.
-public struct MirrorStoreError: Error, CustomStringConvertible, Sendable {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+/// The error type a caller's SQLite failures are reported as: each owner of
+/// a file (the mirror's store, the intake outbox) keeps its own, so its
+/// functions keep one typed error for everything they do.
+public protocol SQLiteFailure: Error {
+    init(_ message: String)
 }
 
-/// A value bound to, or read from, an SQL statement.
-enum SQLValue: Equatable {
-    case null
-    case int(Int64)
-    case text(String)
-
-    var int: Int64? { if case .int(let value) = self { value } else { nil } }
-    var text: String? { if case .text(let value) = self { value } else { nil } }
-
-    init(_ text: String?) { self = text.map { .text($0) } ?? .null }
-    init(_ int: Int64?) { self = int.map { .int($0) } ?? .null }
-}
-
-/// One SQLite connection with one owner (the thread or queue of whoever
-/// opened it), its statements prepared once and reused.
+/// One SQLite connection with one owner (the thread or queue that opened
+/// it), its statements prepared once and reused. Every return code is
+/// checked at once and becomes a `Failure` whose message names the file
+/// (`label 'path'`), what SQLite said and the statement.
 ///
 /// WAL with `synchronous=FULL`: "a transaction committed in WAL mode with
 /// synchronous=FULL … is durable across a power loss"
-/// (sqlite.org/pragma.html#pragma_synchronous). Several processes use one
-/// mirror file at once (`mirror run` and `mirror set`), so every connection
-/// waits for the write lock instead of failing (sqlite.org/c3ref/busy_timeout.html).
-final class MirrorDatabase {
+/// (sqlite.org/pragma.html#pragma_synchronous). Several processes may use
+/// one file at once (`mirror run` beside `mirror set`, two `intake resume`s),
+/// so the connection waits for a lock held by another one instead of
+/// failing (sqlite.org/c3ref/busy_timeout.html).
+public final class SQLiteDatabase<Failure: SQLiteFailure> {
     private let db: OpaquePointer
-    let path: String
+    public let path: String
+    /// How messages name the file ("mirror store", "intake outbox").
+    public let label: String
     private var statements: [String: OpaquePointer] = [:]
     private var depth = 0
 
-    init(path: String) throws(MirrorStoreError) {
+    /// Opens (creating) the file in WAL mode with `synchronous=FULL`.
+    /// - Parameter busyTimeoutMillis: how long to wait for another
+    ///   connection's lock before failing with SQLITE_BUSY.
+    public init(path: String, label: String, busyTimeoutMillis: Int32) throws(Failure) {
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
         guard rc == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
             if let handle { sqlite3_close_v2(handle) }
-            throw MirrorStoreError("cannot open the mirror store '\(path)': \(message)")
+            throw Failure("cannot open the \(label) '\(path)': \(message)")
         }
         db = handle
         self.path = path
-        do throws(MirrorStoreError) {
-            sqlite3_busy_timeout(db, 30_000)
-            let mode = try query("PRAGMA journal_mode=WAL").first?.first?.text ?? ""
+        self.label = label
+        do throws(Failure) {
+            sqlite3_busy_timeout(db, busyTimeoutMillis)
+            let mode = try query("PRAGMA journal_mode=WAL", cached: false).first?.first?.text ?? ""
             guard mode.lowercased() == "wal" else {
-                throw MirrorStoreError("cannot put the mirror store '\(path)' in WAL mode (journal_mode is \(mode))")
+                throw Failure("cannot put the \(label) '\(path)' in WAL mode (journal_mode is \(mode))")
             }
             try execute("PRAGMA synchronous=FULL")
         } catch {
@@ -63,19 +58,22 @@ final class MirrorDatabase {
         sqlite3_close_v2(db)
     }
 
-    func execute(_ sql: String) throws(MirrorStoreError) {
+    /// Runs one or more statements that return no rows (schema, PRAGMAs).
+    public func execute(_ sql: String) throws(Failure) {
         var message: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(db, sql, nil, nil, &message)
         if rc != SQLITE_OK {
             let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
             sqlite3_free(message)
-            throw MirrorStoreError("mirror store '\(path)': \(text) (in: \(sql.prefix(60)))")
+            throw Failure("\(label) '\(path)': \(text) (in: \(sql.prefix(60)))")
         }
     }
 
-    /// Runs one statement with `parameters` bound in order; the rows it returns.
+    /// Runs one statement with `parameters` bound in order; the rows it
+    /// returns. `cached`: keep the prepared statement for the next call
+    /// with the same text (not for SQL built with values in it).
     @discardableResult
-    func query(_ sql: String, _ parameters: [SQLValue] = [], cached: Bool = true) throws(MirrorStoreError) -> [[SQLValue]] {
+    public func query(_ sql: String, _ parameters: [SQLValue] = [], cached: Bool = true) throws(Failure) -> [[SQLValue]] {
         let statement = try prepared(sql, cached: cached)
         defer {
             if cached {
@@ -93,6 +91,7 @@ final class MirrorDatabase {
             switch value {
             case .null: rc = sqlite3_bind_null(statement, position)
             case .int(let int): rc = sqlite3_bind_int64(statement, position, int)
+            case .real(let real): rc = sqlite3_bind_double(statement, position, real)
             case .text(let text): rc = sqlite3_bind_text(statement, position, text, -1, transient)
             }
             try check(rc, sql)
@@ -106,6 +105,7 @@ final class MirrorDatabase {
             for column in 0..<sqlite3_column_count(statement) {
                 switch sqlite3_column_type(statement, column) {
                 case SQLITE_INTEGER: row.append(.int(sqlite3_column_int64(statement, column)))
+                case SQLITE_FLOAT: row.append(.real(sqlite3_column_double(statement, column)))
                 case SQLITE_NULL: row.append(.null)
                 default:
                     if let text = sqlite3_column_text(statement, column) {
@@ -119,11 +119,11 @@ final class MirrorDatabase {
         }
     }
 
-    private func prepared(_ sql: String, cached: Bool) throws(MirrorStoreError) -> OpaquePointer {
+    private func prepared(_ sql: String, cached: Bool) throws(Failure) -> OpaquePointer {
         if cached, let statement = statements[sql] { return statement }
         var statement: OpaquePointer?
         try check(sqlite3_prepare_v2(db, sql, -1, &statement, nil), sql)
-        guard let statement else { throw MirrorStoreError("mirror store '\(path)': empty statement \(sql.prefix(60))") }
+        guard let statement else { throw Failure("\(label) '\(path)': empty statement \(sql.prefix(60))") }
         if cached { statements[sql] = statement }
         return statement
     }
@@ -132,7 +132,7 @@ final class MirrorDatabase {
     /// lock up front, so the transaction cannot fail halfway on a lock held
     /// by another process (sqlite.org/lang_transaction.html); rolled back if
     /// `body` throws. Nested calls join the outer transaction.
-    func transaction<R>(_ body: () throws(MirrorStoreError) -> R) throws(MirrorStoreError) -> R {
+    public func transaction<R>(_ body: () throws(Failure) -> R) throws(Failure) -> R {
         if depth > 0 { return try body() }
         try execute("BEGIN IMMEDIATE")
         depth += 1
@@ -148,15 +148,15 @@ final class MirrorDatabase {
     }
 
     /// Changes when another connection commits (sqlite.org/pragma.html#pragma_data_version).
-    func dataVersion() throws(MirrorStoreError) -> Int64 {
+    public func dataVersion() throws(Failure) -> Int64 {
         // Prepared afresh each time: a kept PRAGMA statement answers the
         // value it was prepared with.
         try query("PRAGMA data_version", cached: false).first?.first?.int ?? 0
     }
 
-    private func check(_ rc: Int32, _ sql: String) throws(MirrorStoreError) {
+    private func check(_ rc: Int32, _ sql: String) throws(Failure) {
         guard rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE else {
-            throw MirrorStoreError("mirror store '\(path)': \(String(cString: sqlite3_errmsg(db))) (in: \(sql.prefix(60)))")
+            throw Failure("\(label) '\(path)': \(String(cString: sqlite3_errmsg(db))) (in: \(sql.prefix(60)))")
         }
     }
 }
