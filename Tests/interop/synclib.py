@@ -10,6 +10,10 @@ arrived (guarantee 4), so "nothing else was pushed" is checked without sleeps.
 
 The REST helpers speak http.client and return `Response` (status, lower-cased
 headers, body, json()).
+
+`run_tally` runs one `tally` command (the binary under test, $TALLY_BIN) with
+a bounded time and returns a `CLIResult`; `cli_env` is the clean environment
+the CLI tests give it. `wait_until` polls a condition with a deadline.
 """
 
 from __future__ import annotations
@@ -17,13 +21,18 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import os
+import subprocess
 import time
 import urllib.parse
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from websockets.sync.client import connect
+
+from conftest import TALLY_BIN
 
 WS_PATH = "/v1/ws"
 TIMEOUT = 10.0
@@ -380,3 +389,84 @@ def apply_push(records: dict[str, dict], push: dict) -> None:
         raise AssertionError(f"unknown record change kind: {push}")
     record["version"] = push["version"]
 
+
+# --------------------------------------------------------------------------
+# Running the CLI
+
+
+class CLIResult:
+    """How one `tally` command ended: argv (without the binary), exit
+    status, stdout and stderr as text, and how long it took."""
+
+    def __init__(self, argv: list[str], rc: int, out: str, err: str, elapsed: float):
+        self.argv, self.rc, self.out, self.err, self.elapsed = argv, rc, out, err, elapsed
+
+    def __repr__(self) -> str:
+        return (f"`tally {' '.join(self.argv)}` -> exit {self.rc} in {self.elapsed:.2f}s\n"
+                f"stdout: {self.out[-3000:]!r}\nstderr: {self.err[-3000:]!r}")
+
+    def json(self):
+        try:
+            return json.loads(self.out)
+        except ValueError:
+            raise AssertionError(f"stdout is not one JSON value: {self!r}") from None
+
+    def json_values(self) -> list:
+        """stdout as JSON: one value (a list is spread) or one value per line."""
+        text = self.out.strip()
+        if not text:
+            return []
+        try:
+            value = json.loads(text)
+            return value if isinstance(value, list) else [value]
+        except ValueError:
+            pass
+        try:
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError:
+            raise AssertionError(f"stdout is neither JSON nor JSON lines: {self!r}") from None
+
+    @property
+    def lines(self) -> list[str]:
+        return self.out.strip().splitlines()
+
+    def ok(self) -> "CLIResult":
+        assert self.rc == 0, self
+        return self
+
+
+def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    """This process's environment without TALLY_* and XDG_DATA_HOME, with
+    HOME at ``home``: the CLI finds no hub, token or store but the test's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TALLY_") and k != "XDG_DATA_HOME"}
+    env["HOME"] = str(home)
+    env.update(extra)
+    return env
+
+
+def run_tally(args, env: dict[str, str], timeout: float) -> CLIResult:
+    """Runs `tally ARGS…` (stdin closed) and waits at most ``timeout``
+    seconds for it; a command that takes longer fails the test."""
+    argv = [str(a) for a in args]
+    start = time.monotonic()
+    try:
+        done = subprocess.run([str(TALLY_BIN), *argv], capture_output=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, env=env)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"`tally {' '.join(argv)}` did not finish within {timeout}s") from None
+    return CLIResult(argv, done.returncode, done.stdout.decode(errors="replace"),
+                     done.stderr.decode(errors="replace"), time.monotonic() - start)
+
+
+def wait_until(predicate, timeout: float, what, interval: float = 0.1):
+    """Polls ``predicate`` until it returns a true value (returned) or the
+    time is up (the test fails); ``what`` (a string or a callable giving
+    one) says what was awaited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what() if callable(what) else what}")
+        time.sleep(interval)

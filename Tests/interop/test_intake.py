@@ -32,7 +32,6 @@ import struct
 import socket
 import subprocess
 import threading
-import time
 import uuid
 import zlib
 from pathlib import Path
@@ -41,7 +40,7 @@ import pytest
 
 from authlib import Tokens, start_hub
 from conftest import TALLY_BIN
-from synclib import get_record, put_record, rest
+from synclib import CLIResult, cli_env, get_record, put_record, rest, run_tally
 
 RUN_TIMEOUT = 60.0
 STAGES = ["resolve", "create", "created", "upload", "cover-set", "done"]
@@ -98,25 +97,6 @@ def write_photos(directory: Path, photos: list[bytes], prefix: str = "photo") ->
 # Running the CLI
 
 
-class Result:
-    def __init__(self, argv, rc, out, err, elapsed):
-        self.argv, self.rc, self.out, self.err, self.elapsed = argv, rc, out, err, elapsed
-
-    def __repr__(self) -> str:
-        return (f"`tally {' '.join(self.argv)}` -> exit {self.rc} in {self.elapsed:.2f}s\n"
-                f"stdout: {self.out[-3000:]!r}\nstderr: {self.err[-3000:]!r}")
-
-    def json(self):
-        try:
-            return json.loads(self.out)
-        except ValueError:
-            raise AssertionError(f"stdout is not one JSON value: {self!r}") from None
-
-    @property
-    def lines(self) -> list[str]:
-        return self.out.strip().splitlines()
-
-
 class CLI:
     """Runs `tally` with a clean environment: HOME under tmp_path, no
     inherited TALLY_* variables, and (unless told) --outbox in tmp_path."""
@@ -127,23 +107,13 @@ class CLI:
         self.outbox = tmp_path / "outbox" / "outbox.sqlite"
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TALLY_") and k != "XDG_DATA_HOME"}
-        env["HOME"] = str(self.home)
-        env.update(extra)
-        return env
+        return cli_env(self.home, **extra)
 
-    def __call__(self, *args, env: dict | None = None, outbox: bool = True, timeout: float = RUN_TIMEOUT) -> Result:
+    def __call__(self, *args, env: dict | None = None, outbox: bool = True, timeout: float = RUN_TIMEOUT) -> CLIResult:
         argv = [str(a) for a in args]
         if outbox and argv[0] == "intake":
             argv += ["--outbox", str(self.outbox)]
-        start = time.monotonic()
-        try:
-            done = subprocess.run([str(TALLY_BIN), *argv], capture_output=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL, env=env or self.env())
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"`tally {' '.join(argv)}` did not finish within {timeout}s")
-        return Result(argv, done.returncode, done.stdout.decode(errors="replace"),
-                      done.stderr.decode(errors="replace"), time.monotonic() - start)
+        return run_tally(argv, env or self.env(), timeout)
 
 
 @pytest.fixture
@@ -155,7 +125,7 @@ def server_flag(server) -> list[str]:
     return ["--server", f"ws://{server.host}:{server.port}"]
 
 
-def new_job(cli: CLI, server, photos: list[Path], *extra, env=None) -> Result:
+def new_job(cli: CLI, server, photos: list[Path], *extra, env=None) -> CLIResult:
     args = ["intake", "new", *server_flag(server)]
     for path in photos:
         args += ["--photo", path]

@@ -50,68 +50,13 @@ import pytest
 
 from conftest import TALLY_BIN
 from faultproxy import FaultProxy
-from synclib import SyncClient, all_changes, apply_push, get_record, put_record, record_path, rest
+from synclib import (CLIResult, SyncClient, all_changes, apply_push, cli_env, get_record, put_record, record_path, rest,
+                     run_tally, wait_until)
 
 CLI_TIMEOUT = 20.0  # one short mirror command
 CONVERGE_TIMEOUT = 60.0  # reconnect backoff (cap 30 s, full jitter) + retryAfterMs (≤ 5 s) + replay
 OFFLINE_TIMEOUT = 10.0
 STOP_TIMEOUT = 8.0
-
-
-# --------------------------------------------------------------------------
-# Running the CLI
-
-
-class Result:
-    def __init__(self, argv, rc, out, err, elapsed):
-        self.argv, self.rc, self.out, self.err, self.elapsed = argv, rc, out, err, elapsed
-
-    def __repr__(self) -> str:
-        return (f"`tally {' '.join(self.argv)}` -> exit {self.rc} in {self.elapsed:.2f}s\n"
-                f"stdout: {self.out[-3000:]!r}\nstderr: {self.err[-3000:]!r}")
-
-    def json(self):
-        try:
-            return json.loads(self.out)
-        except ValueError:
-            raise AssertionError(f"stdout is not one JSON value: {self!r}") from None
-
-    def json_values(self) -> list:
-        """stdout as JSON: one value (a list is spread) or one value per line."""
-        text = self.out.strip()
-        if not text:
-            return []
-        try:
-            value = json.loads(text)
-            return value if isinstance(value, list) else [value]
-        except ValueError:
-            pass
-        try:
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
-        except ValueError:
-            raise AssertionError(f"stdout is neither JSON nor JSON lines: {self!r}") from None
-
-    def ok(self) -> "Result":
-        assert self.rc == 0, self
-        return self
-
-
-def clean_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TALLY_") and k != "XDG_DATA_HOME"}
-    env["HOME"] = str(home)
-    return env
-
-
-def run_cli(args, env, timeout: float = CLI_TIMEOUT) -> Result:
-    argv = [str(a) for a in args]
-    start = time.monotonic()
-    try:
-        done = subprocess.run([str(TALLY_BIN), *argv], capture_output=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, env=env)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"`tally {' '.join(argv)}` did not finish within {timeout}s")
-    return Result(argv, done.returncode, done.stdout.decode(errors="replace"),
-                  done.stderr.decode(errors="replace"), time.monotonic() - start)
 
 
 def server_url(server) -> str:
@@ -142,7 +87,7 @@ class Mirror:
         self.policies = policies
         self.home = directory / "home"
         self.home.mkdir(exist_ok=True)
-        self.env = clean_env(self.home)
+        self.env = cli_env(self.home)
         self.process: subprocess.Popen | None = None
         self.runs = 0
         self.logs: list[Path] = []
@@ -163,9 +108,8 @@ class Mirror:
                                             env=self.env)
         # The first run creates the store; `mirror status` on a store that does
         # not exist yet is an error (exit 1), so wait for the file.
-        deadline = time.monotonic() + 10
-        while not self.store.exists() and self.process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: self.store.exists() or self.process.poll() is not None, 10,
+                   lambda: f"mirror run to create its store\n{self.describe()}", 0.01)
         return self.process
 
     def alive(self) -> bool:
@@ -203,8 +147,8 @@ class Mirror:
 
     # -- commands -----------------------------------------------------------
 
-    def cli(self, sub: str, *args, timeout: float = CLI_TIMEOUT) -> Result:
-        return run_cli(["mirror", sub, "--store", self.store, *args], self.env, timeout)
+    def cli(self, sub: str, *args, timeout: float = CLI_TIMEOUT) -> CLIResult:
+        return run_tally(["mirror", sub, "--store", self.store, *args], self.env, timeout)
 
     def set(self, name: str, *args) -> dict:
         result = self.cli("set", name, *args, "--json")
@@ -257,11 +201,11 @@ class Mirror:
             values = values[0]["conflicts"]
         return values
 
-    def verify(self, server=None, *, store_url: bool = False) -> Result:
+    def verify(self, server=None, *, store_url: bool = False) -> CLIResult:
         args = ["verify", "--store", self.store]
         if not store_url:
             args += ["--server", server_url(server)]
-        return run_cli(args, self.env, timeout=60)
+        return run_tally(args, self.env, timeout=60)
 
 
 @pytest.fixture
@@ -359,19 +303,6 @@ def conflict_records(server) -> dict[str, dict]:
 # Waiting
 
 
-def wait_until(predicate, timeout: float, what, interval: float = 0.1):
-    """Polls ``predicate`` until it returns a true value (returned) or the
-    time is up; ``what`` (a string or a callable giving one) explains."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what() if callable(what) else what}")
-        time.sleep(interval)
-
-
 def wait_online(mirror: Mirror, online: bool = True, timeout: float = OFFLINE_TIMEOUT) -> dict:
     last = {}
 
@@ -390,7 +321,7 @@ def converge(mirror: Mirror, server, prefixes: list[str], timeout: float = CONVE
     hub's last change under ``prefixes``, and `tally verify` finds no
     difference. Returns the last status."""
     last: dict = {}
-    verify: Result | None = None
+    verify: CLIResult | None = None
 
     def check():
         nonlocal last, verify
@@ -568,8 +499,9 @@ def seed_notes(server, prefix: str = "notes/") -> dict[str, dict]:
 
 
 FAULTS = ["none", "cut", "delay", "blackhole", "reset"]
-# Longer than the mirror's dead-connection timeout (docs/mirror.md: pings after
-# 3 s of silence, given up after 10 s), so the black hole must be noticed.
+# The mirror's dead-connection timeout (docs/mirror.md: pings after 3 s of
+# silence, given up after 10 s), with some slack: the black hole lasts until
+# the mirror has noticed it.
 BLACKHOLE_SECONDS = 12.0
 CREATES, UPDATES = 20, 12
 
@@ -608,7 +540,8 @@ def test_offline_writes_reach_the_hub_exactly_once(tally, proxies, mirrors, faul
                 proxy.cut()
             elif fault == "blackhole":
                 proxy.blackhole()
-                time.sleep(BLACKHOLE_SECONDS)
+                # Silence, not a close: only the mirror's dead-connection timeout notices it.
+                wait_online(mirror, False, timeout=BLACKHOLE_SECONDS + OFFLINE_TIMEOUT)
                 proxy.delay(20)
             elif fault == "reset":
                 proxy.reset_mid_frame(after=rng.randint(1, 12), delay_ms=20)
@@ -1213,8 +1146,8 @@ def test_one_mirror_run_per_store(tally, proxies, mirrors):
     proxy = proxies(tally)
     mirror = mirrors(proxy.url, "notes/")
     start_synced(mirror, tally, ["notes/"])
-    second = run_cli(["mirror", "run", "--store", mirror.store, "--server", proxy.url, "notes/"], mirror.env,
-                     timeout=15)
+    second = run_tally(["mirror", "run", "--store", mirror.store, "--server", proxy.url, "notes/"], mirror.env,
+                       timeout=15)
     assert second.rc != 0 and second.err.strip(), f"a second mirror run on the same store: {second!r}"
     assert mirror.alive()
 

@@ -14,40 +14,33 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import TALLY_BIN
-from synclib import get_record, put_record
+from synclib import cli_env, get_record, put_record, run_tally, wait_until
 
 RUN_TIMEOUT = 15.0
 WAIT = 20.0
 SUBCOMMANDS = ["run", "get", "set", "del", "ls", "status", "conflicts"]
 
 
-def env_for(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TALLY_") and k != "XDG_DATA_HOME"}
-    env["HOME"] = str(home)
-    return env
-
-
 class CLI:
     def __init__(self, tmp_path: Path):
         self.home = tmp_path / "home"
         self.home.mkdir(exist_ok=True)
-        self.env = env_for(self.home)
+        self.env = cli_env(self.home)
         self.store = tmp_path / "m.sqlite"
         self.runs: list[subprocess.Popen] = []
 
     def __call__(self, *args, store: bool = True):
+        """(exit status, stdout, stderr) of `tally ARGS…` (`--store` added to mirror commands)."""
         argv = [str(a) for a in args]
         if store and argv[0] == "mirror" and len(argv) > 1 and argv[1] != "--help":
             argv[2:2] = ["--store", str(self.store)]
-        done = subprocess.run([str(TALLY_BIN), *argv], capture_output=True, timeout=RUN_TIMEOUT,
-                              stdin=subprocess.DEVNULL, env=self.env)
-        return done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+        result = run_tally(argv, self.env, RUN_TIMEOUT)
+        return result.rc, result.out, result.err
 
     def json(self, *args):
         rc, out, err = self(*args, "--json")
@@ -63,16 +56,22 @@ class CLI:
         return process
 
     def wait_status(self, predicate, what):
-        deadline = time.monotonic() + WAIT
         status = None
-        while time.monotonic() < deadline:
+
+        def check():
+            nonlocal status
             rc, out, _ = self("mirror", "status", "--json")
             if rc == 0:
                 status = json.loads(out)
-                if predicate(status):
-                    return status
-            time.sleep(0.1)
-        pytest.fail(f"timed out waiting for {what}; last status {status}; log:\n{self.log()}")
+                return predicate(status) and status
+            return None
+
+        return wait_until(check, WAIT, lambda: f"{what}; last status {status}; log:\n{self.log()}")
+
+    def wait_record(self, name: str):
+        """Until the mirror holds ``name`` (`mirror get` exits 0)."""
+        wait_until(lambda: self("mirror", "get", name)[0] == 0, WAIT,
+                   lambda: f"the mirror to hold {name}; log:\n{self.log()}")
 
     def log(self) -> str:
         try:
@@ -186,9 +185,7 @@ def test_hub_kept_records_and_illegal_stage_moves_are_refused_locally(cli, tally
     put_record(tally, "orders/o1", {"item": "items/x", "qty": 1})
     cli.start(tally, "orders/")
     cli.wait_status(lambda s: s["online"], "online")
-    deadline = time.monotonic() + WAIT
-    while cli("mirror", "get", "orders/o1")[0] != 0 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    cli.wait_record("orders/o1")
     rc, _, err = cli("mirror", "set", "orders/o1", "stage", "delivered")
     assert rc == 1 and "illegal_transition" in err and "in-progress" in err, err
     rc, _, err = cli("mirror", "set", "orders/o1", "history", "[]")
@@ -252,9 +249,7 @@ def test_conflicts_resolve_taking_the_hub(cli, tally):
     put_record(tally, "notes/c", {"title": "t0"})
     process = cli.start(tally, "notes/", extra=["--policy", "notes/=both"])
     cli.wait_status(lambda s: s["online"], "online")
-    deadline = time.monotonic() + WAIT
-    while cli("mirror", "get", "notes/c")[0] != 0 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    cli.wait_record("notes/c")
     os.kill(process.pid, signal.SIGTERM)
     assert process.wait(10) == 0
     cli.json("mirror", "set", "notes/c", "title", "mine")
@@ -283,9 +278,7 @@ def test_a_stage_change_carries_its_reason(cli, tally):
     put_record(tally, "intake/j1", {})
     cli.start(tally, "intake/")
     cli.wait_status(lambda s: s["online"], "online")
-    deadline = time.monotonic() + WAIT
-    while cli("mirror", "get", "intake/j1")[0] != 0 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    cli.wait_record("intake/j1")
     cli.json("mirror", "set", "intake/j1", "stage", "failed", "--reason", "camera broke")
     cli.wait_status(lambda s: s["outbox"] == 0, "the advance to be sent")
     data = get_record(tally, "intake/j1").json()["data"]
