@@ -30,12 +30,8 @@ extension MirrorStore {
                                 idem: "mirror-\(Self.randomKey())", baseVersion: -1, base: nil)
                 return .success(conflict)
             }.get()
-        } catch let error as MirrorStoreError {
-            throw .store(error)
-        } catch let error as ProtocolError {
-            throw .refused(error)
         } catch {
-            throw .store(MirrorStoreError("\(error)"))
+            throw MirrorError(error)
         }
     }
 

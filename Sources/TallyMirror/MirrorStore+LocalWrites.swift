@@ -136,6 +136,16 @@ public enum MirrorError: Error, CustomStringConvertible {
         case .store(let error): error.message
         }
     }
+
+    /// What a store transaction that may end in a refusal threw: the
+    /// store's failure, or the refusal it returned (`Result.get()`).
+    init(_ error: any Error) {
+        switch error {
+        case let error as MirrorStoreError: self = .store(error)
+        case let error as ProtocolError: self = .refused(error)
+        default: self = .store(MirrorStoreError("\(error)"))
+        }
+    }
 }
 
 extension MirrorStore {
@@ -185,12 +195,8 @@ extension MirrorStore {
                 return .success(LocalWriteResult(name: name, version: version, seq: row?.seq ?? 0, entries: ids, idem: key,
                                                  outbox: try outboxDepth(), data: view))
             }.get()
-        } catch let error as MirrorStoreError {
-            throw .store(error)
-        } catch let error as ProtocolError {
-            throw .refused(error)
         } catch {
-            throw .store(MirrorStoreError("\(error)"))
+            throw MirrorError(error)
         }
     }
 }

@@ -74,11 +74,7 @@ import TallyTestSupport
         let policies = PolicyTable(["notes/": .both])
         let a = try TestMirror(patterns: ["notes/"], policies: policies)
         let b = try TestMirror(patterns: ["notes/"], policies: policies)
-        for mirror in [a, b] {
-            try mirror.start(hub.url)
-            try await waitFor("the snapshot") { try names.allSatisfy { try mirror.store.record($0) != nil } }
-            mirror.stop()
-        }
+        for mirror in [a, b] { try await mirror.syncOnce(hub.url, holding: names) }
         for name in names {
             _ = try a.store.write(.set(name: name, path: "title", value: "from-A"))
             _ = try b.store.write(.set(name: name, path: "title", value: "from-B"))
@@ -136,11 +132,7 @@ import TallyTestSupport
         let policies = PolicyTable(["notes/": .both])
         let a = try TestMirror(patterns: ["notes/"], policies: policies)
         let b = try TestMirror(patterns: ["notes/"], policies: policies)
-        for mirror in [a, b] {
-            try mirror.start(hub.url)
-            try await waitFor("the snapshot") { try mirror.store.record("notes/c") != nil }
-            mirror.stop()
-        }
+        for mirror in [a, b] { try await mirror.syncOnce(hub.url, holding: ["notes/c"]) }
         _ = try a.store.write(.set(name: "notes/c", path: "title", value: "from-A"))
         _ = try b.store.write(.set(name: "notes/c", path: "title", value: "from-B"))
         try a.start(hub.url)

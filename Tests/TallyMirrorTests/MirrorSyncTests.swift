@@ -68,11 +68,7 @@ import TallyTestSupport
         let policies = PolicyTable(["notes/": .both])
         let a = try TestMirror(patterns: ["notes/"], policies: policies)
         let b = try TestMirror(patterns: ["notes/"], policies: policies)
-        for mirror in [a, b] {
-            try mirror.start(hub.url)
-            try await waitFor("the snapshot") { try mirror.store.record("notes/c") != nil }
-            mirror.stop()
-        }
+        for mirror in [a, b] { try await mirror.syncOnce(hub.url, holding: ["notes/c"]) }
         _ = try a.store.write(.set(name: "notes/c", path: "title", value: "from-A"))
         _ = try a.store.write(.set(name: "notes/c", path: "qty", value: 2))
         _ = try b.store.write(.set(name: "notes/c", path: "title", value: "from-B"))

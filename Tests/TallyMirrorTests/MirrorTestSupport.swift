@@ -108,6 +108,14 @@ final class TestMirror {
         sync = nil
     }
 
+    /// Runs once against `url` until the store holds `names`, then stops:
+    /// writes made from here on are offline writes.
+    func syncOnce(_ url: String, holding names: [String]) async throws {
+        try start(url)
+        try await waitFor("the snapshot of \(names)") { try names.allSatisfy { try store.record($0) != nil } }
+        stop()
+    }
+
     var online: Bool { (try? store.meta("online")) == "1" }
 
     /// Online with an empty outbox and nothing in flight.
