@@ -21,9 +21,9 @@ export const conflictId = (name) => name.slice(CONFLICT_PREFIX.length);
 
 /**
  * The ops of the atomic `write` that settles a conflict by keeping one side:
- * 1. take "local": the record gets the mirror's value — a `set` at `field`,
- *    or for field "*" a `set` of the whole record (a `delete` when `local`
- *    is null); take "hub": nothing, the hub already has its value;
+ * 1. take "local": the record gets the mirror's value — a `set` at `field`
+ *    (a `delete` of the field when `local` is null), or for field "*" a
+ *    `set` of the whole record (a `delete` of it when `local` is null); take "hub": nothing, the hub already has its value;
  * 2. `conflicts/<id>` gets `resolved: true` and `take`.
  *
  * The mirror that recorded it sees the conflict resolved on the hub and
@@ -44,7 +44,11 @@ export function conflictResolution(conflict, take, { keep = [] } = {}) {
   if (typeof name !== "string" || typeof field !== "string") throw new TypeError("not a conflict record: it needs name and field");
   const ops = [];
   if (take === "local") {
-    if (field !== "*") ops.push({ op: "set", name, path: field, value: local ?? null });
+    // local null: the mirror has no value there (its side removed the
+    // field), so the field goes — as `tally mirror conflicts resolve --take local` does.
+    if (field !== "*") ops.push(local === null || local === undefined
+      ? { op: "delete", name, path: field }
+      : { op: "set", name, path: field, value: local });
     else if (local === null || local === undefined) ops.push({ op: "delete", name });
     else if (typeof local === "object" && !Array.isArray(local)) {
       const data = { ...local };

@@ -224,10 +224,11 @@ export async function runClientChecks({ url, WebSocket } = {}) {
     await conflict("cf-3", "cf/2", "*", { qty: 1, extra: true }, null);
     await b.set("cf/3", { qty: 3 });
     await conflict("cf-4", "cf/3", "*", null, { qty: 3 });
+    await conflict("cf-5", "cf/1", "note", null, "hub");
     const sub = a.prefix("conflicts/", () => {});
     await sub.ready;
     const open = () => [...sub.value.values()].filter(isOpenConflict).map((envelope) => envelope.name).sort();
-    assert(equal(open(), ["conflicts/cf-1", "conflicts/cf-2", "conflicts/cf-3", "conflicts/cf-4"]), `open ${open()}`);
+    assert(equal(open(), ["conflicts/cf-1", "conflicts/cf-2", "conflicts/cf-3", "conflicts/cf-4", "conflicts/cf-5"]), `open ${open()}`);
 
     const first = sub.value.get("conflicts/cf-1");
     const reply = await a.resolveConflict(first, "local");
@@ -249,6 +250,8 @@ export async function runClientChecks({ url, WebSocket } = {}) {
     assert(equal((await b.get("cf/2")).data, { qty: 1, extra: true }), "field * sets the whole record");
     await a.resolveConflict(sub.value.get("conflicts/cf-4"), "local");
     assert((await refusal(b.get("cf/3"))).code === "not_found", "field * with local null deletes the record");
+    await a.resolveConflict(sub.value.get("conflicts/cf-5"), "local");
+    assert(equal((await b.get("cf/1")).data, { qty: 5 }), "a field with local null is removed, not set to null");
     await until("no open conflicts", () => open().length === 0);
     sub.unsubscribe();
 
