@@ -54,7 +54,10 @@ extension MirrorSync {
     /// still has to do (writes made from now on are not part of it).
     func startReplay() {
         flushCompleted()
-        guard let (count, maxID) = try? store.pendingSummary(), count > 0 else {
+        let backlog: (count: Int, maxID: Int64)
+        do { backlog = try store.pendingSummary() } catch { return fail("cannot read the outbox: \(error)") }
+        let (count, maxID) = backlog
+        guard count > 0 else {
             replayBacklog = nil
             return setResync(nil)
         }
