@@ -48,9 +48,11 @@ extension ConflictRecord {
     /// (a dashboard that resolves with `take: "local"` may write the value
     /// itself in the same atomic write). For `*` (the record as a whole)
     /// the members the workflow keeps (`stage`, `history`, `owner`) are not
-    /// compared: taking the local side never writes them.
+    /// compared: taking the local side never writes them. A field that is
+    /// absent and one that is null are the same here: the `conflicts/<id>`
+    /// record says `"local": null` for both, and a resolver deletes the field.
     public func isHeld(by hub: JSONObject?, rule: WorkflowRule?) -> Bool {
-        guard field == "*" else { return hub?[field] == local }
+        guard field == "*" else { return (hub?[field] ?? .null) == (local ?? .null) }
         guard case .object(var mine)? = local else { return hub == nil }
         guard var theirs = hub else { return false }
         for field in rule?.protectedFields ?? [] {

@@ -50,6 +50,9 @@ import TallyTestSupport
         // The local side removed the field: held when the hub has none.
         #expect(conflict("title", local: nil).isHeld(by: ["qty": 1], rule: nil))
         #expect(!conflict("title", local: nil).isHeld(by: ["title": "x"], rule: nil))
+        // A local null is shown as null on the hub, which a resolver takes as "delete the field".
+        #expect(conflict("title", local: .null).isHeld(by: ["qty": 1], rule: nil))
+        #expect(conflict("title", local: nil).isHeld(by: ["title": .null], rule: nil))
         // The whole record: deleted on the local side, or equal but for what the workflow keeps.
         let orders = WorkflowCatalog.shipped.rule(for: "orders/o1")
         #expect(conflict("*", local: nil).isHeld(by: nil, rule: orders))
