@@ -31,6 +31,11 @@ public final class EventLoop: @unchecked Sendable {
     private var sources: [(any EventSource)?] = []
     private var timers = TimerHeap()
     private var flushQueue: [Connection] = []
+    private var iterationEndHooks: [() -> Void] = []
+    private var runningHooks: [() -> Void] = []
+    /// Work the loop gave itself (a task in its own mailbox, an iteration-end
+    /// hook) since it last drained: it must not block in `epoll_wait` then.
+    private var hasLocalWork = false
     /// The batch being flushed; swapped with `flushQueue` so neither array
     /// is reallocated per loop iteration.
     private var flushing: [Connection] = []
@@ -87,6 +92,12 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs `task` on the loop thread, soon. Safe from any thread.
     public func execute(_ task: @escaping @Sendable () -> Void) {
         mailbox.withLock { $0.append(task) }
+        // From the loop itself there is nobody to wake: the loop drains its
+        // mailbox before it waits again (see `hasLocalWork`).
+        if inEventLoop {
+            hasLocalWork = true
+            return
+        }
         // Coalesce wake-ups: only the first poster after a drain writes the eventfd.
         if !wakePending.exchange(true, ordering: .acquiringAndReleasing) {
             var one: UInt64 = 1
@@ -137,6 +148,14 @@ public final class EventLoop: @unchecked Sendable {
 
     func cancelTimer(_ id: UInt64) { timers.cancel(id) }
 
+    /// Runs `body` once, on the loop thread, after the events of the current
+    /// iteration were handled (before the mailbox, the timers and the
+    /// flushes): lets a consumer gather what one iteration produced and hand
+    /// it on in one piece. Loop thread only.
+    public func atIterationEnd(_ body: @escaping () -> Void) {
+        iterationEndHooks.append(body)
+    }
+
     /// Asks for `connection.flush()` at the end of this loop iteration, so
     /// frames queued during one iteration leave in one vectored write.
     func requestFlush(_ connection: Connection) {
@@ -176,7 +195,8 @@ public final class EventLoop: @unchecked Sendable {
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: maxEvents)
         defer { events.deallocate() }
         while running {
-            let timeout = timers.millisUntilNext(now: Sys.monotonicMillis())
+            let timeout = hasLocalWork || !iterationEndHooks.isEmpty
+                ? 0 : timers.millisUntilNext(now: Sys.monotonicMillis())
             let n = epoll_wait(epfd, events, Int32(maxEvents), timeout)
             now = Sys.monotonicMillis()
             if n < 0 {
@@ -194,16 +214,31 @@ public final class EventLoop: @unchecked Sendable {
                     source.handleEvents(events[i].events)
                 }
             }
+            runIterationEndHooks()
             runMailbox()
             // Timer bodies may schedule timers: pop one at a time, run it outside the heap's mutation.
             while let body = timers.popExpired(now: now) { body() }
+            runIterationEndHooks()
             flushPending()
+        }
+        // What the last iteration gathered still leaves (a close posted to a
+        // consumer, say).
+        runIterationEndHooks()
+    }
+
+    private func runIterationEndHooks() {
+        // A hook may add hooks: run until none is left.
+        while !iterationEndHooks.isEmpty {
+            swap(&iterationEndHooks, &runningHooks)
+            for hook in runningHooks { hook() }
+            runningHooks.removeAll(keepingCapacity: true)
         }
     }
 
     private func runMailbox() {
         // Drain everything: eventfd wake-ups coalesce, so one wake may stand for many posts.
         wakePending.store(false, ordering: .releasing)
+        hasLocalWork = false
         let tasks = mailbox.withLock { box -> [@Sendable () -> Void] in
             if box.isEmpty { return [] }
             let taken = box

@@ -76,6 +76,8 @@ public final class HubCore: @unchecked Sendable {
     }
 
     private let mailbox = CoreMailbox<Input>()
+    /// One per event loop (indexed by loop id), each touched only by its loop.
+    private let inboxes = (0..<64).map { _ in LoopInbox() }
     private let sessionCounter = Atomic<Int>(0)
     let store: any Store
     let configuration: CoreConfiguration
@@ -126,7 +128,10 @@ public final class HubCore: @unchecked Sendable {
 
     /// Starts the store writer and the core thread.
     public func start() {
-        store.start { [mailbox] outcome in mailbox.post(.committed(outcome)) }
+        // A commit report is handled on the writer thread itself when the
+        // core is idle (see `CoreMailbox.claim`): one thread wake-up less
+        // per commit.
+        store.start { [self] outcome in combine([.committed(outcome)]) }
         let box = Unmanaged.passRetained(self)
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { raw in
@@ -147,6 +152,41 @@ public final class HubCore: @unchecked Sendable {
     }
 
     func post(_ input: Input) { mailbox.post(input) }
+
+    /// Posts from a loop thread. What one loop iteration posts is gathered
+    /// and handed over at the iteration's end in one piece — and, when the
+    /// core is idle and the batch is quick work, done right there on the
+    /// loop thread, so a lone write or publish wakes no other thread before
+    /// its deliveries.
+    func post(from loop: EventLoop, _ input: Input) {
+        guard loop.id < inboxes.count else { return mailbox.post(input) }
+        let inbox = inboxes[loop.id]
+        if inbox.items.isEmpty { loop.atIterationEnd { [self] in handOver(inbox) } }
+        inbox.items.append(input)
+        if !input.isQuick { inbox.quick = false }
+    }
+
+    private func handOver(_ inbox: LoopInbox) {
+        swap(&inbox.items, &inbox.taken)
+        let quick = inbox.quick
+        inbox.quick = true
+        if quick {
+            combine(inbox.taken)
+        } else {
+            mailbox.post(contentsOf: inbox.taken)
+        }
+        inbox.taken.removeAll(keepingCapacity: true)
+    }
+
+    /// Does `batch` on this thread if the core is idle, else queues it for
+    /// the core thread.
+    private func combine(_ batch: [Input]) {
+        guard mailbox.claim(orPost: batch) else { return }
+        metrics.coreBatchesInPlace.add(1, ordering: .relaxed)
+        let stopped = process(batch)
+        assert(stopped == nil, "only the core thread takes a stop")
+        mailbox.release()
+    }
 
     /// Applies writes as `actor`, as a client's would be; `done` runs on the
     /// core thread once they are accepted (not yet committed) or refused.
@@ -172,36 +212,47 @@ public final class HubCore: @unchecked Sendable {
 
     private func run() {
         var spare: [Input] = []
-        var stopped: (@Sendable () -> Void)?
-        while stopped == nil {
+        while true {
             let batch = mailbox.takeAll(reusing: &spare)
-            for input in batch {
-                switch input {
-                case .open(let session): open(session)
-                case .request(let session, let request): handle(request, from: session)
-                case .refused(let session, let id, let error): answer(session, id: id, error: error)
-                case .close(let session): close(session)
-                case .rest(let call): handle(call)
-                case .committed(let outcome): committed(outcome)
-                case .stop(let done): stopped = done
-                case .system(let writes, let atomic, let actor, let done):
-                    switch write(writes, atomic: atomic, key: nil, actor: actor) {
-                    case .success(let result):
-                        fanOut(result.changes)
-                        done(.success(result.reply))
-                    case .failure(let error):
-                        done(.failure(error))
-                    }
-                case .scan(let prefix, let done):
-                    done((try? records(prefix: prefix, after: nil, limit: 1000).0) ?? [])
-                }
+            metrics.coreBatchesQueued.add(1, ordering: .relaxed)
+            if let stopped = process(batch) {
+                store.close()
+                stopped()
+                return
             }
-            for unit in units { store.submit(unit) }
-            units.removeAll(keepingCapacity: true)
-            release()
         }
-        store.close()
-        stopped?()
+    }
+
+    /// The core's work for one batch, on whichever thread holds the core
+    /// (see `CoreMailbox`). Returns the stop request's callback if the batch
+    /// held one.
+    private func process(_ batch: [Input]) -> (@Sendable () -> Void)? {
+        var stopped: (@Sendable () -> Void)?
+        for input in batch {
+            switch input {
+            case .open(let session): open(session)
+            case .request(let session, let request): handle(request, from: session)
+            case .refused(let session, let id, let error): answer(session, id: id, error: error)
+            case .close(let session): close(session)
+            case .rest(let call): handle(call)
+            case .committed(let outcome): committed(outcome)
+            case .stop(let done): stopped = done
+            case .system(let writes, let atomic, let actor, let done):
+                switch write(writes, atomic: atomic, key: nil, actor: actor) {
+                case .success(let result):
+                    fanOut(result.changes)
+                    done(.success(result.reply))
+                case .failure(let error):
+                    done(.failure(error))
+                }
+            case .scan(let prefix, let done):
+                done((try? records(prefix: prefix, after: nil, limit: 1000).0) ?? [])
+            }
+        }
+        for unit in units { store.submit(unit) }
+        units.removeAll(keepingCapacity: true)
+        release()
+        return stopped
     }
 
     private func open(_ session: Session) {
@@ -338,6 +389,35 @@ public final class HubCore: @unchecked Sendable {
         metrics.requestErrors.add(1, ordering: .relaxed)
         noteRefusal(error, actor: session.actor)
         emit(.reply(session, writer.finish()), after: 0)
+    }
+}
+
+/// What one loop's connections posted to the core during the loop's current
+/// iteration. Loop thread only.
+final class LoopInbox: @unchecked Sendable {
+    var items: [HubCore.Input] = []
+    /// The batch being handed over (swapped with `items`, storage reused).
+    var taken: [HubCore.Input] = []
+    /// Whether everything in `items` is quick (see `Input.isQuick`).
+    var quick = true
+}
+
+extension HubCore.Input {
+    /// Work short enough to do on a loop thread: no snapshot, replay or scan,
+    /// which may read thousands of rows and would hold up the loop's other
+    /// connections. Those go to the core thread.
+    var isQuick: Bool {
+        switch self {
+        case .open, .close, .refused, .committed: true
+        case .request(_, let request):
+            switch request.operation {
+            case .get(.prefix): false
+            case .subscribe(.prefix, _): false
+            case .subscribe(_, let since): since == nil
+            case .hello, .get, .unsubscribe, .write, .publish, .report: true
+            }
+        case .rest, .stop, .system, .scan: false
+        }
     }
 }
 

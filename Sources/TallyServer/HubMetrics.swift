@@ -24,6 +24,11 @@ final class HubMetrics: Sendable {
     let clients = Atomic<Int>(0)
     let clientOutboxTotal = Atomic<Int>(0)
     let denied = Atomic<Int>(0)
+    /// Batches of core work done by the core thread, and done in place by
+    /// the thread that brought them (a loop, the store writer) while the
+    /// core was idle.
+    let coreBatchesQueued = Atomic<Int>(0)
+    let coreBatchesInPlace = Atomic<Int>(0)
     /// Commit latency histogram, seconds (Prometheus `le` buckets).
     static let bucketBounds: [Double] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1]
     private let buckets = Locked<[Int]>(Array(repeating: 0, count: 11))
@@ -64,6 +69,10 @@ final class HubMetrics: Sendable {
         metric("tally_client_outbox_total", "gauge", "Writes waiting in connected clients' outboxes, as they reported.", value(clientOutboxTotal))
         metric("tally_auth_failures_total", "counter", "Requests refused for a missing or unknown token.", value(authFailures))
         metric("tally_denied_total", "counter", "Operations refused by the access rules or a workflow's roles.", value(denied))
+        text += "# HELP tally_core_batches_total Batches of core work, by the thread that did them.\n"
+        text += "# TYPE tally_core_batches_total counter\n"
+        text += "tally_core_batches_total{thread=\"core\"} \(value(coreBatchesQueued))\n"
+        text += "tally_core_batches_total{thread=\"in_place\"} \(value(coreBatchesInPlace))\n"
         text += "# HELP tally_commit_latency_seconds Time to commit one group of writes.\n"
         text += "# TYPE tally_commit_latency_seconds histogram\n"
         let counts = buckets.withLock { $0 }

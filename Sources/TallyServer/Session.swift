@@ -53,31 +53,31 @@ final class SyncHandler: WebSocketHandler {
     func webSocketDidOpen(_ socket: WebSocket) {
         let session = Session(socket: socket, id: core.nextSessionID(), actor: actor)
         self.session = session
-        core.post(.open(session))
+        core.post(from: socket.loop, .open(session))
     }
 
     func webSocket(_ socket: WebSocket, didReceive kind: WebSocketMessageKind, _ payload: [UInt8]) {
         guard let session else { return }
         guard kind == .text else {
-            return core.post(.refused(session, id: nil, ProtocolError(.binaryNotSupported,
+            return core.post(from: socket.loop, .refused(session, id: nil, ProtocolError(.binaryNotSupported,
                 "binary frames are not part of the protocol; send JSON in text frames")))
         }
         let message: JSONValue
         do {
             message = try JSONValue.parse(payload, limits: limits)
         } catch {
-            return core.post(.refused(session, id: nil, .badJSON(error)))
+            return core.post(from: socket.loop, .refused(session, id: nil, .badJSON(error)))
         }
         do {
-            core.post(.request(session, try Request.decode(message)))
+            core.post(from: socket.loop, .request(session, try Request.decode(message)))
         } catch {
-            core.post(.refused(session, id: Request.id(of: message), error))
+            core.post(from: socket.loop, .refused(session, id: Request.id(of: message), error))
         }
     }
 
     func webSocketDidClose(_ socket: WebSocket, code: WebSocketCloseCode, reason: String) {
         guard let session else { return }
         self.session = nil
-        core.post(.close(session))
+        core.post(from: socket.loop, .close(session))
     }
 }
