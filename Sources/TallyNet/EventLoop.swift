@@ -27,18 +27,19 @@ public final class EventLoop: @unchecked Sendable {
     private let threadID = Atomic<UInt>(0)
     private var running = false
 
-    // Loop-confined state.
-    private var sources: [(any EventSource)?] = []
+    // Loop-confined state. The members touched per message skip the runtime
+    // exclusivity check (see `Connection.outbound`): one thread, no nested access.
+    @exclusivity(unchecked) private var sources: [(any EventSource)?] = []
     private var timers = TimerHeap()
-    private var flushQueue: [Connection] = []
-    private var iterationEndHooks: [() -> Void] = []
-    private var runningHooks: [() -> Void] = []
+    @exclusivity(unchecked) private var flushQueue: [Connection] = []
+    @exclusivity(unchecked) private var iterationEndHooks: [() -> Void] = []
+    @exclusivity(unchecked) private var runningHooks: [() -> Void] = []
     /// Work the loop gave itself (a task in its own mailbox, an iteration-end
     /// hook) since it last drained: it must not block in `epoll_wait` then.
-    private var hasLocalWork = false
+    @exclusivity(unchecked) private var hasLocalWork = false
     /// The batch being flushed; swapped with `flushQueue` so neither array
     /// is reallocated per loop iteration.
-    private var flushing: [Connection] = []
+    @exclusivity(unchecked) private var flushing: [Connection] = []
     /// Monotonic milliseconds, read once per loop iteration (cheap timestamps
     /// for activity tracking on the hot path).
     private(set) var now: Int64 = Sys.monotonicMillis()

@@ -71,8 +71,18 @@ public final class HubCore: @unchecked Sendable {
 
     enum Delivery: Sendable {
         case text(Session, [UInt8])
-        case frame(Session, SharedFrame)
+        /// One push to every session of one loop: the frame travels once
+        /// per loop, not once per subscriber.
+        case fanout(SharedFrame, [Session])
         case close(Session, WebSocketCloseCode, String)
+    }
+
+    /// What one release hands one loop.
+    struct LoopBatch {
+        let loop: EventLoop
+        var items: [Delivery] = []
+        /// The sessions of this loop that the fan-out being delivered reaches.
+        var fanout: [Session] = []
     }
 
     private let mailbox = CoreMailbox<Input>()
@@ -96,10 +106,15 @@ public final class HubCore: @unchecked Sendable {
     var uncommitted: [Change] = []
     /// Idempotency keys of recent writes: the reply members and their seq.
     var recentKeys: [ByteKey: (seq: Int64, reply: [UInt8])] = [:]
-    private var units: [StoreUnit] = []
-    private var held: [(seq: Int64, output: Output)] = []
-    private var heldHead = 0
-    private var deliveries: [Int: (loop: EventLoop, items: [Delivery])] = [:]
+    // The members touched per delivery skip the runtime exclusivity check
+    // (see `Connection.outbound` in TallyNet): one thread holds the core at
+    // a time, and none is accessed while another access to it is open.
+    @exclusivity(unchecked) private var units: [StoreUnit] = []
+    @exclusivity(unchecked) private var held: [(seq: Int64, output: Output)] = []
+    @exclusivity(unchecked) private var heldHead = 0
+    /// Indexed by loop id (a handful of loops: scanning them is cheaper
+    /// than hashing per delivery).
+    @exclusivity(unchecked) private var batches: [LoopBatch?] = []
     var slotScratch: [Int] = []
     /// Per workflow prefix, built by a recount on first use.
     var workflowStats: [String: WorkflowStats] = [:]
@@ -323,16 +338,16 @@ public final class HubCore: @unchecked Sendable {
             heldHead = 0
         }
         metrics.heldOutputs.store(held.count - heldHead, ordering: .relaxed)
-        // Hand the batches over whole (each loop's array goes to its task).
-        var batches: [Int: (loop: EventLoop, items: [Delivery])] = [:]
-        swap(&batches, &deliveries)
-        for (_, batch) in batches {
-            let items = batch.items
-            batch.loop.execute {
+        // Hand each loop its items whole (the array goes to the loop's task).
+        for index in batches.indices where batches[index]?.items.isEmpty == false {
+            let items = batches[index]!.items
+            batches[index]!.items = []
+            batches[index]!.items.reserveCapacity(items.count)
+            batches[index]!.loop.execute {
                 for item in items {
                     switch item {
                     case .text(let session, let bytes): session.socket.send(.text, bytes)
-                    case .frame(let session, let frame): session.socket.send(frame)
+                    case .fanout(let frame, let sessions): for session in sessions { session.socket.send(frame) }
                     case .close(let session, let code, let reason): session.socket.close(code, reason: reason)
                     }
                 }
@@ -350,7 +365,15 @@ public final class HubCore: @unchecked Sendable {
         case .fanout(let frame, let targets, let isEvent):
             for session in targets {
                 if seq > session.seenSeq { session.seenSeq = seq }
-                queue(.frame(session, frame), on: session.loop)
+                let id = session.loop.id
+                if id >= batches.count || batches[id] == nil { makeBatch(for: session.loop) }
+                batches[id]!.fanout.append(session)
+            }
+            for index in batches.indices where batches[index]?.fanout.isEmpty == false {
+                let sessions = batches[index]!.fanout
+                batches[index]!.fanout = []
+                batches[index]!.fanout.reserveCapacity(sessions.count)
+                batches[index]!.items.append(.fanout(frame, sessions))
             }
             if isEvent {
                 metrics.eventDeliveries.add(targets.count, ordering: .relaxed)
@@ -365,7 +388,13 @@ public final class HubCore: @unchecked Sendable {
     }
 
     private func queue(_ delivery: Delivery, on loop: EventLoop) {
-        deliveries[loop.id, default: (loop, [])].items.append(delivery)
+        if loop.id >= batches.count || batches[loop.id] == nil { makeBatch(for: loop) }
+        batches[loop.id]!.items.append(delivery)
+    }
+
+    private func makeBatch(for loop: EventLoop) {
+        if loop.id >= batches.count { batches.append(contentsOf: repeatElement(nil, count: loop.id + 1 - batches.count)) }
+        batches[loop.id] = LoopBatch(loop: loop)
     }
 
     // MARK: Answers
