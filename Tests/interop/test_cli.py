@@ -27,7 +27,7 @@ import time
 import pytest
 
 from conftest import TALLY_BIN
-from synclib import all_changes, get_record, list_path, put_record, rest
+from synclib import CLIResult, all_changes, get_record, list_path, put_record, rest, run_tally
 
 RUN_TIMEOUT = 15.0  # one short command; the contract's bound is lower where it matters
 LINE_TIMEOUT = 5.0
@@ -45,38 +45,11 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-class Result:
-    def __init__(self, argv: list[str], completed: subprocess.CompletedProcess, elapsed: float):
-        self.argv = argv
-        self.rc = completed.returncode
-        self.out = completed.stdout.decode(errors="replace")
-        self.err = completed.stderr.decode(errors="replace")
-        self.elapsed = elapsed
-
-    def __repr__(self) -> str:
-        return (f"`tally {' '.join(self.argv)}` -> exit {self.rc} in {self.elapsed:.2f}s\n"
-                f"stdout: {self.out[:2000]!r}\nstderr: {self.err[:2000]!r}")
-
-    def json(self):
-        try:
-            return json.loads(self.out)
-        except ValueError:
-            raise AssertionError(f"stdout is not one JSON value: {self!r}") from None
-
-    def ok(self) -> Result:
-        assert self.rc == 0, self
-        return self
+Result = CLIResult
 
 
-def run(*args: str, env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT) -> Result:
-    argv = [str(a) for a in args]
-    start = time.monotonic()
-    try:
-        completed = subprocess.run([str(TALLY_BIN), *argv], capture_output=True, timeout=timeout,
-                                   stdin=subprocess.DEVNULL, env=env or clean_env())
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"`tally {' '.join(argv)}` did not finish within {timeout}s")
-    return Result(argv, completed, time.monotonic() - start)
+def run(*args: str, env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT) -> CLIResult:
+    return run_tally(args, env or clean_env(), timeout)
 
 
 def server_url(server) -> str:
