@@ -174,7 +174,9 @@ public final class HubCore: @unchecked Sendable {
     /// loop thread, so a lone write or publish wakes no other thread before
     /// its deliveries.
     func post(from loop: EventLoop, _ input: Input) {
-        guard loop.id < inboxes.count else { return mailbox.post(input) }
+        // The inbox is the loop's own: from anywhere else (or past the
+        // inboxes there are), post directly.
+        guard loop.id < inboxes.count, loop.inEventLoop else { return mailbox.post(input) }
         let inbox = inboxes[loop.id]
         if inbox.items.isEmpty { loop.atIterationEnd { [self] in handOver(inbox) } }
         inbox.items.append(input)
