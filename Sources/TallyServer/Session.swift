@@ -23,7 +23,7 @@ final class Session: @unchecked Sendable {
     /// seq it has been sent or says it applied, its outbox depth as it last
     /// reported, and when it last asked or reported anything.
     var connectedAt: Int64 = 0
-    @exclusivity(unchecked) var seenSeq: Int64 = 0
+    @exclusivity(unchecked) var seenSeq: Int64 = 0  // written per delivery: see `HubCore.batches`
     var outbox: Int64 = 0
     var lastHeardAt: Int64 = 0
 
