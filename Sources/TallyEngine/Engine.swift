@@ -90,7 +90,7 @@ public struct Engine: Sendable {
             case .set(let data):
                 newData = data
             case .merge(let patch):
-                newData = Self.mergePatch(current?.data ?? [:], patch)
+                newData = (current?.data ?? [:]).mergePatched(with: patch)
             case .setPath(let path, let value):
                 newData = try root.setting(value, at: path).objectValue
                 scope = .path(path); kind = "setPath"; pathValue = (path, value)
@@ -152,27 +152,6 @@ public struct Engine: Sendable {
         return Change(seq: seq, time: now, name: name,
                       target: .record(before: current, after: after, scope: scope),
                       push: push.finish(), reply: reply)
-    }
-
-    /// RFC 7396 §2: members of `patch` replace those of `target`, `null`
-    /// removes, and objects merge recursively.
-    public static func mergePatch(_ target: JSONObject, _ patch: JSONObject) -> JSONObject {
-        var result = target
-        for (key, value) in patch {
-            switch value {
-            case .null:
-                result[key] = nil
-            case .object(let inner):
-                if case .object(let existing)? = result[key] {
-                    result[key] = .object(mergePatch(existing, inner))
-                } else {
-                    result[key] = .object(mergePatch([:], inner))
-                }
-            default:
-                result[key] = value
-            }
-        }
-        return result
     }
 
     // MARK: Lists

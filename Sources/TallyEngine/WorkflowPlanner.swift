@@ -182,7 +182,7 @@ public struct WorkflowPlanner: Sendable {
                 if let value = patch[field], value != current?.data[field] { throw Self.useAdvance(field, workflow: workflow) }
             }
             if let current {
-                var merged = Engine.mergePatch(current.data, patch)
+                var merged = current.data.mergePatched(with: patch)
                 try validate(&merged, workflow: workflow)
             }
             plan.primaries.append(plan.writes.count)
@@ -260,7 +260,7 @@ public struct WorkflowPlanner: Sendable {
             for field in workflow.protectedFields where patch[field] != nil {
                 throw ProtocolError(.badField, "\"data\" may not set \"\(field)\"; the hub writes it", details: ["field": "data"])
             }
-            data = Engine.mergePatch(data, patch)
+            data = data.mergePatched(with: patch)
             try validate(&data, workflow: workflow)
         }
         data[workflow.stageField] = .string(to)

@@ -28,7 +28,7 @@ public enum LocalEffect {
             return next
         case "merge":
             guard let data else { return nil }
-            return mergePatch(data, op["data"]?.objectValue ?? [:])
+            return data.mergePatched(with: op["data"]?.objectValue ?? [:])
         case "delete":
             guard let path = op["path"]?.stringValue else { return nil }
             guard let data, let parsed = try? RecordPath(parsing: path) else { return data }
@@ -38,27 +38,10 @@ public enum LocalEffect {
         case "advance":
             guard var next = data else { return nil }
             if let to = op["to"]?.stringValue { next[rule?.stageField ?? "stage"] = .string(to) }
-            if let patch = op["data"]?.objectValue { next = mergePatch(next, patch) }
+            if let patch = op["data"]?.objectValue { next = next.mergePatched(with: patch) }
             return next
         default:
             return data
         }
-    }
-
-    /// RFC 7396 JSON Merge Patch: `null` removes a member, objects merge
-    /// member by member, anything else replaces.
-    public static func mergePatch(_ target: JSONObject, _ patch: JSONObject) -> JSONObject {
-        var result = target
-        for (key, value) in patch {
-            switch value {
-            case .null:
-                result[key] = nil
-            case .object(let inner):
-                result[key] = .object(mergePatch(result[key]?.objectValue ?? [:], inner))
-            default:
-                result[key] = value
-            }
-        }
-        return result
     }
 }

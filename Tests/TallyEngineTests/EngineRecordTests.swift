@@ -133,7 +133,7 @@ struct EngineRecordTests {
 
     @Test func mergePatchFollowsRFC7396() {
         for (target, patch, expected) in Self.rfc7396 {
-            #expect(Engine.mergePatch(target, patch) == expected, "\(target) + \(patch)")
+            #expect(target.mergePatched(with: patch) == expected, "\(target) + \(patch)")
         }
     }
 
