@@ -66,6 +66,8 @@ let package = Package(
 
         // Helpers shared by the test targets (temporary directories, …).
         .target(name: "TallyTestSupport", swiftSettings: strict),
+        // A restartable hub in the test process, for the client and mirror tests.
+        .target(name: "TallyHubTestSupport", dependencies: ["TallyServer", "TallyTestSupport"], swiftSettings: strict),
         .testTarget(name: "TallyHTTPTests", dependencies: ["TallyHTTP"]),
         .testTarget(name: "TallyProtocolTests", dependencies: ["TallyProtocol"]),
         .testTarget(name: "TallyEngineTests", dependencies: ["TallyEngine", "TallyProtocol"]),
@@ -76,8 +78,10 @@ let package = Package(
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyStore", "TallyTestSupport"]),
         .testTarget(name: "TallyNetTests", dependencies: ["TallyNet", "TallyServer", "TallyTestSupport"]),
         .testTarget(name: "TallyClientTests",
-                    dependencies: ["TallyClient", "TallyServer", "TallyNet", "TallyProtocol", "TallyTestSupport"]),
+                    dependencies: ["TallyClient", "TallyServer", "TallyNet", "TallyProtocol", "TallyTestSupport",
+                                   "TallyHubTestSupport"]),
         .testTarget(name: "TallyMirrorTests",
-                    dependencies: ["TallyMirror", "TallyClient", "TallyServer", "TallyProtocol", "TallyTestSupport"]),
+                    dependencies: ["TallyMirror", "TallyClient", "TallyServer", "TallyProtocol", "TallyTestSupport",
+                                   "TallyHubTestSupport"]),
     ]
 )

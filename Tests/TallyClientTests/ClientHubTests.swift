@@ -1,5 +1,6 @@
 import Testing
 import TallyClient
+import TallyHubTestSupport
 import TallyProtocol
 @testable import TallyServer
 import TallyTestSupport

@@ -69,7 +69,7 @@ import TallyTestSupport
 // only when the hub does not hold it already.
 @Suite(.serialized) struct HubResolutionTests {
     @Test func conflictsResolvedOnTheHubAreClosedByTheMirrorThatRecordedThem() async throws {
-        let hub = try TestHub()
+        let hub = try makeTestHub()
         let checker = try await hub.client()
         defer { checker.close() }
         let names = ["notes/merge", "notes/atomic", "notes/hub"]
@@ -128,7 +128,7 @@ import TallyTestSupport
     }
 
     @Test func aResolutionMadeWhileTheMirrorWasStoppedIsSeenOnTheNextRun() async throws {
-        let hub = try TestHub()
+        let hub = try makeTestHub()
         let checker = try await hub.client()
         defer { checker.close() }
         _ = try await checker.set("notes/c", data: ["title": "t0"])

@@ -7,12 +7,12 @@ import TallyProtocol
 import TallyServer
 import TallyTestSupport
 
-// MirrorSync against a real hub in this process (TestHub, TestMirror:
+// MirrorSync against a real hub in this process (makeTestHub, TestMirror:
 // MirrorTestSupport.swift).
 
 @Suite(.serialized) struct MirrorSyncTests {
     @Test func offlineWritesReachTheHubOnceAfterARestartAndMissedChangesArrive() async throws {
-        let hub = try TestHub()
+        let hub = try makeTestHub()
         let checker = try await hub.client()
         _ = try await checker.set("notes/keep", data: ["v": 0])
         _ = try await checker.set("notes/upd", data: ["n": 0])
@@ -61,7 +61,7 @@ import TallyTestSupport
     }
 
     @Test func conflictingEditsOnTwoMirrorsEndInOneStateAndBothRecordsTheConflict() async throws {
-        let hub = try TestHub()
+        let hub = try makeTestHub()
         let checker = try await hub.client()
         defer { checker.close() }
         _ = try await checker.set("notes/c", data: ["title": "t0", "qty": 1, "color": "red"])
@@ -104,7 +104,7 @@ import TallyTestSupport
     }
 
     @Test func aStageAdvancedOnTwoOfflineMirrorsEndsAtTheFurthestLegalStage() async throws {
-        let hub = try TestHub()
+        let hub = try makeTestHub()
         let checker = try await hub.client()
         defer { checker.close() }
         _ = try await checker.set("items/x", data: ["name": "x", "stock": 5])

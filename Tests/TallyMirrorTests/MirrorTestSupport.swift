@@ -5,6 +5,7 @@ import TallyClient
 import TallyNet
 import TallyProtocol
 import TallyServer
+import TallyHubTestSupport
 import TallyTestSupport
 
 // A hub in this process and mirrors of it, for testing MirrorSync against
@@ -12,39 +13,10 @@ import TallyTestSupport
 // `tally mirror set` does from another process); every wait polls the store
 // with a deadline.
 
-final class TestHub {
-    let directory: TemporaryDirectory
-    private(set) var hub: Hub?
-    private(set) var port = 0
+/// The hub the mirror tests sync with: on its own temporary directory.
+func makeTestHub() throws -> RestartableHub { try RestartableHub.temporary(prefix: "mirror-hub") }
 
-    init() throws {
-        directory = try TemporaryDirectory(prefix: "mirror-hub")
-        try start()
-    }
-
-    var url: String { "ws://127.0.0.1:\(port)/v1/ws" }
-
-    func start() throws {
-        var configuration = HubConfiguration()
-        configuration.server.host = "127.0.0.1"
-        configuration.server.port = port
-        configuration.server.threads = 1
-        configuration.server.logger = .disabled
-        configuration.server.shutdownGraceMillis = 500
-        configuration.echo = false
-        configuration.dataDirectory = directory.path
-        let started = try Hub(configuration: configuration)
-        hub = started
-        port = started.port
-    }
-
-    func stop() {
-        hub?.shutdown()
-        hub = nil
-    }
-
-    deinit { stop() }
-
+extension RestartableHub {
     /// A short-lived client for checking and changing the hub directly.
     func client() async throws -> TallyClient {
         var options = TallyClient.Options()
@@ -56,17 +28,7 @@ final class TestHub {
 }
 
 func waitFor(_ what: String, timeoutMillis: Int = 20_000, _ condition: () throws -> Bool) async throws {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    let deadline = Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000 + Int64(timeoutMillis)
-    while true {
-        if try condition() { return }
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        if Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000 > deadline {
-            throw TestFailure("timed out waiting for \(what)")
-        }
-        try await Task.sleep(for: .milliseconds(20))
-    }
+    try await poll(what, timeoutMillis: timeoutMillis, intervalMillis: 20, until: condition)
 }
 
 /// One mirror: its store file and, while running, its sync.

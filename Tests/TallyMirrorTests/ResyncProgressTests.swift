@@ -60,7 +60,7 @@ import TallyTestSupport
 // The phases a real resync goes through, as `mirror run` reports them.
 @Suite(.serialized) struct ResyncProgressTests {
     @Test func aResyncReportsEachPhaseAndEndsIdle() async throws {
-        let hub = try TestHub()
+        let hub = try makeTestHub()
         let checker = try await hub.client()
         defer { checker.close() }
         // Over the hub's 10,000 records per snapshot reply: the rest comes in pages.

@@ -6,49 +6,50 @@ import Testing
 /// drain what it gave itself before it waits again; iteration-end hooks run
 /// once, after the iteration's work, in the order they were added.
 @Suite struct LoopSelfPostTests {
-    @Test func tasksALoopGivesItselfRunWithoutAWake() throws {
+    /// One loop thread, a semaphore and a step log for `body`.
+    private func onOneLoop(_ body: (EventLoop, DispatchSemaphore, Locked<[String]>) -> Void) throws {
         let group = try EventLoopGroup(threads: 1)
         defer { group.shutdown() }
-        let loop = group.loops[0]
-        let done = DispatchSemaphore(value: 0)
-        let steps = Locked<[String]>([])
-        loop.execute {
-            #expect(loop.inEventLoop)
-            // Nested: a task posting a task posting a task, none of which writes the eventfd.
+        body(group.loops[0], DispatchSemaphore(value: 0), Locked<[String]>([]))
+    }
+
+    @Test func tasksALoopGivesItselfRunWithoutAWake() throws {
+        try onOneLoop { loop, done, steps in
             loop.execute {
-                steps.withLock { $0.append("first") }
+                #expect(loop.inEventLoop)
+                // Nested: a task posting a task posting a task, none of which writes the eventfd.
                 loop.execute {
-                    steps.withLock { $0.append("second") }
-                    done.signal()
+                    steps.withLock { $0.append("first") }
+                    loop.execute {
+                        steps.withLock { $0.append("second") }
+                        done.signal()
+                    }
                 }
             }
+            #expect(done.wait(timeout: .now() + .seconds(5)) == .success, "the loop slept on work it gave itself")
+            #expect(steps.withLock { $0 } == ["first", "second"])
         }
-        #expect(done.wait(timeout: .now() + .seconds(5)) == .success, "the loop slept on work it gave itself")
-        #expect(steps.withLock { $0 } == ["first", "second"])
     }
 
     @Test func iterationEndHooksRunOnceInOrderAndMayAddMore() throws {
-        let group = try EventLoopGroup(threads: 1)
-        defer { group.shutdown() }
-        let loop = group.loops[0]
-        let done = DispatchSemaphore(value: 0)
-        let steps = Locked<[String]>([])
-        loop.execute {
-            loop.atIterationEnd { steps.withLock { $0.append("a") } }
-            loop.atIterationEnd {
-                steps.withLock { $0.append("b") }
+        try onOneLoop { loop, done, steps in
+            loop.execute {
+                loop.atIterationEnd { steps.withLock { $0.append("a") } }
                 loop.atIterationEnd {
-                    steps.withLock { $0.append("c") }
-                    done.signal()
+                    steps.withLock { $0.append("b") }
+                    loop.atIterationEnd {
+                        steps.withLock { $0.append("c") }
+                        done.signal()
+                    }
                 }
+                steps.withLock { $0.append("task") }
             }
-            steps.withLock { $0.append("task") }
+            #expect(done.wait(timeout: .now() + .seconds(5)) == .success)
+            // Let a few more iterations pass: nothing runs twice.
+            let later = DispatchSemaphore(value: 0)
+            loop.execute { later.signal() }
+            #expect(later.wait(timeout: .now() + .seconds(5)) == .success)
+            #expect(steps.withLock { $0 } == ["task", "a", "b", "c"])
         }
-        #expect(done.wait(timeout: .now() + .seconds(5)) == .success)
-        // Let a few more iterations pass: nothing runs twice.
-        let later = DispatchSemaphore(value: 0)
-        loop.execute { later.signal() }
-        #expect(later.wait(timeout: .now() + .seconds(5)) == .success)
-        #expect(steps.withLock { $0 } == ["task", "a", "b", "c"])
     }
 }

@@ -250,12 +250,6 @@ struct HTTPResult {
     }
 }
 
-func monotonicMillis() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-}
-
 extension JSONValue {
     /// For comparing numbers in replies with Int64 values from elsewhere.
     static func int(_ value: Int64) -> JSONValue { .number(JSONNumber(value)) }
