@@ -242,9 +242,12 @@ def test_demo_board_screenshot(hubs, browser, tmp_path):
     wait_until("the photos", lambda: driver.execute_script(
         "const imgs = [...document.querySelectorAll('.thumbs img')];"
         "return imgs.length > 0 && imgs.every(i => i.complete && i.naturalWidth > 0)"), timeout=30)
-    stamp = card(driver, "orders/demo-8").get_attribute("data-version")
-    assert stamp
-    time.sleep(1.0)  # let the simulator move a few things (bounded, for the picture only)
+    versions = "return Object.fromEntries([...document.querySelectorAll('[data-record]')]" \
+               ".map(e => [e.dataset.record, e.dataset.version]))"
+    before = driver.execute_script(versions)
+    assert before.get("orders/demo-8")
+    wait_until("the simulator to move something on the board",
+               lambda: driver.execute_script(versions) != before, timeout=30)
     path = save_screenshot(driver, "demo-board.png")
     assert path.stat().st_size > 20_000
     if not driver.find_elements(By.CSS_SELECTOR, "progress"):

@@ -354,6 +354,11 @@ class FaultProxy:
                         self._changed.wait(TICK * 5)
                 continue
             ready, _, _ = select.select([client, upstream], [], [], TICK)
+            with self._lock:
+                # Bytes that arrived after a switch to the black hole wait in
+                # the socket: the mode is read again once they are there.
+                if ready and self._mode == "blackhole":
+                    continue
             for source in ready:
                 data = source.recv(65536)
                 if not data:
