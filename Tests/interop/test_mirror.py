@@ -795,6 +795,7 @@ def two_mirrors(tally, proxies, mirrors, prefix: str, policies=()) -> tuple[Mirr
 
 
 CONFLICT_START = {"title": "t0", "qty": 1, "color": "red", "note": "n0"}
+CONFLICT_PREFIX, CONFLICT_NAME = "notes/", "notes/c"
 
 
 def conflicting_edits(a: Mirror, b: Mirror, name: str) -> None:
@@ -806,16 +807,23 @@ def conflicting_edits(a: Mirror, b: Mirror, name: str) -> None:
     assert b.get(name)["data"] == {**CONFLICT_START, "title": "from-B", "color": "blue"}
 
 
+def offline_conflict(tally, proxies, mirrors, policy: str) -> tuple[Mirror, Mirror, FaultProxy, FaultProxy]:
+    """CONFLICT_NAME edited on two offline mirrors (``conflicting_edits``)
+    under ``policy`` for CONFLICT_PREFIX ("default": none given)."""
+    put_record(tally, CONFLICT_NAME, CONFLICT_START)
+    policies = [] if policy == "default" else [f"{CONFLICT_PREFIX}={policy}"]
+    a, b, pa, pb = two_mirrors(tally, proxies, mirrors, CONFLICT_PREFIX, policies)
+    conflicting_edits(a, b, CONFLICT_NAME)
+    return a, b, pa, pb
+
+
 @pytest.mark.parametrize("policy", ["default", "hub", "client", "both"])
 def test_conflicting_edits_on_two_mirrors_end_in_one_state(tally, proxies, mirrors, policy):
     """A reconciles first, then B: title changed on both (the policy
     decides; `both` records a conflict), qty only on A, color only on B (both
     merge)."""
-    prefix, name = "notes/", "notes/c"
-    put_record(tally, name, CONFLICT_START)
-    policies = [] if policy == "default" else [f"{prefix}={policy}"]
-    a, b, pa, pb = two_mirrors(tally, proxies, mirrors, prefix, policies)
-    conflicting_edits(a, b, name)
+    prefix, name = CONFLICT_PREFIX, CONFLICT_NAME
+    a, b, pa, pb = offline_conflict(tally, proxies, mirrors, policy)
 
     pa.passthrough()
     converge(a, tally, [prefix])
@@ -864,11 +872,8 @@ def test_conflicting_edits_on_two_mirrors_end_in_one_state(tally, proxies, mirro
 def test_concurrent_conflicting_edits_converge(tally, proxies, mirrors, policy):
     """Both mirrors reconcile at the same moment: whichever lands first,
     all three end in the same state; one-sided fields merge."""
-    prefix, name = "notes/", "notes/c"
-    put_record(tally, name, CONFLICT_START)
-    policies = [] if policy == "default" else [f"{prefix}={policy}"]
-    a, b, pa, pb = two_mirrors(tally, proxies, mirrors, prefix, policies)
-    conflicting_edits(a, b, name)
+    prefix, name = CONFLICT_PREFIX, CONFLICT_NAME
+    a, b, pa, pb = offline_conflict(tally, proxies, mirrors, policy)
     pa.passthrough()
     pb.passthrough()
     converge(a, tally, [prefix], conflicts=None)
@@ -897,10 +902,8 @@ def test_a_conflict_resolved_on_the_hub_is_closed_by_its_mirror(tally, proxies, 
     the hub and both mirrors; the same in one atomic write that also sets the
     value → closed, and B writes nothing more (no version moves again);
     `take: hub` → closed, nothing written."""
-    prefix, name = "notes/", "notes/c"
-    put_record(tally, name, CONFLICT_START)
-    a, b, pa, pb = two_mirrors(tally, proxies, mirrors, prefix, [f"{prefix}=both"])
-    conflicting_edits(a, b, name)
+    prefix, name = CONFLICT_PREFIX, CONFLICT_NAME
+    a, b, pa, pb = offline_conflict(tally, proxies, mirrors, "both")
     pa.passthrough()
     converge(a, tally, [prefix])
     pb.passthrough()
