@@ -110,6 +110,8 @@ public final class HubCore: @unchecked Sendable {
     // (see `Connection.outbound` in TallyNet): one thread holds the core at
     // a time, and none is accessed while another access to it is open.
     @exclusivity(unchecked) private var units: [StoreUnit] = []
+    /// `process` handed units to the store (read and cleared by `combine`).
+    private var unitsSubmitted = false
     @exclusivity(unchecked) private var held: [(seq: Int64, output: Output)] = []
     @exclusivity(unchecked) private var heldHead = 0
     /// Indexed by loop id (a handful of loops: scanning them is cheaper
@@ -143,9 +145,9 @@ public final class HubCore: @unchecked Sendable {
 
     /// Starts the store writer and the core thread.
     public func start() {
-        // A commit report is handled on the writer thread itself when the
-        // core is idle (see `CoreMailbox.claim`): one thread wake-up less
-        // per commit.
+        // A commit report is handled on the thread that committed (the
+        // writer, or a loop that committed in place) when the core is idle
+        // (see `CoreMailbox.claim`): one thread wake-up less per commit.
         store.start { [self] outcome in combine([.committed(outcome)]) }
         let box = Unmanaged.passRetained(self)
         var thread = pthread_t()
@@ -188,7 +190,7 @@ public final class HubCore: @unchecked Sendable {
         let quick = inbox.quick
         inbox.quick = true
         if quick {
-            combine(inbox.taken)
+            combine(inbox.taken, commitHere: true)
         } else {
             mailbox.post(contentsOf: inbox.taken)
         }
@@ -196,13 +198,20 @@ public final class HubCore: @unchecked Sendable {
     }
 
     /// Does `batch` on this thread if the core is idle, else queues it for
-    /// the core thread.
-    private func combine(_ batch: [Input]) {
+    /// the core thread. With `commitHere` (a loop at its iteration's end)
+    /// the store units it makes are committed on this thread too when the
+    /// store writer is idle — after the core is let go, so that the commit's
+    /// I/O holds up nobody else's core work and its report can be handled
+    /// here as well.
+    private func combine(_ batch: [Input], commitHere: Bool = false) {
         guard mailbox.claim(orPost: batch) else { return }
         metrics.coreBatchesInPlace.add(1, ordering: .relaxed)
-        let stopped = process(batch)
+        let stopped = process(batch, wakeWriter: !commitHere)
         assert(stopped == nil, "only the core thread takes a stop")
+        let submitted = unitsSubmitted
+        unitsSubmitted = false
         mailbox.release()
+        if commitHere && submitted { store.commitQueued() }
     }
 
     /// Applies writes as `actor`, as a client's would be; `done` runs on the
@@ -243,7 +252,7 @@ public final class HubCore: @unchecked Sendable {
     /// The core's work for one batch, on whichever thread holds the core
     /// (see `CoreMailbox`). Returns the stop request's callback if the batch
     /// held one.
-    private func process(_ batch: [Input]) -> (@Sendable () -> Void)? {
+    private func process(_ batch: [Input], wakeWriter: Bool = true) -> (@Sendable () -> Void)? {
         var stopped: (@Sendable () -> Void)?
         for input in batch {
             switch input {
@@ -266,7 +275,8 @@ public final class HubCore: @unchecked Sendable {
                 done((try? records(prefix: prefix, after: nil, limit: 1000).0) ?? [])
             }
         }
-        for unit in units { store.submit(unit) }
+        for unit in units { store.submit(unit, wakeWriter: wakeWriter) }
+        if !units.isEmpty { unitsSubmitted = true }
         units.removeAll(keepingCapacity: true)
         release()
         return stopped
@@ -305,7 +315,7 @@ public final class HubCore: @unchecked Sendable {
         let done = uncommitted.prefix { $0.seq <= committedSeq }.count
         uncommitted.removeFirst(done)
         if recentKeys.count > 100_000 { recentKeys = recentKeys.filter { $0.value.seq > committedSeq } }
-        metrics.recordCommit(nanos: outcome.durationNanos, units: outcome.tokens.count)
+        metrics.recordCommit(nanos: outcome.durationNanos, units: outcome.tokens.count, inPlace: outcome.inPlace)
         metrics.committedSeq.store(Int(committedSeq), ordering: .relaxed)
         // The floor moves only when retention prunes: a look a second is plenty.
         let now = configuration.clock()

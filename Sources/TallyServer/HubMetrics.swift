@@ -13,6 +13,9 @@ final class HubMetrics: Sendable {
     let events = Atomic<Int>(0)
     let eventDeliveries = Atomic<Int>(0)
     let commits = Atomic<Int>(0)
+    /// Commits done by the event loop that brought the writes, the store
+    /// writer being idle (see `Store.commitQueued`).
+    let commitsInPlace = Atomic<Int>(0)
     let committedUnits = Atomic<Int>(0)
     let commitNanos = Atomic<Int>(0)
     let headSeq = Atomic<Int>(0)
@@ -33,8 +36,9 @@ final class HubMetrics: Sendable {
     static let bucketBounds: [Double] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1]
     private let buckets = Locked<[Int]>(Array(repeating: 0, count: 11))
 
-    func recordCommit(nanos: UInt64, units: Int) {
+    func recordCommit(nanos: UInt64, units: Int, inPlace: Bool) {
         commits.add(1, ordering: .relaxed)
+        if inPlace { commitsInPlace.add(1, ordering: .relaxed) }
         committedUnits.add(units, ordering: .relaxed)
         commitNanos.add(Int(nanos), ordering: .relaxed)
         let seconds = Double(nanos) / 1e9
@@ -57,6 +61,9 @@ final class HubMetrics: Sendable {
         metric("tally_events_total", "counter", "Events published.", value(events))
         metric("tally_event_deliveries_total", "counter", "Events delivered to connections.", value(eventDeliveries))
         metric("tally_commits_total", "counter", "Storage transactions committed (group commits).", value(commits))
+        metric("tally_commits_in_place_total", "counter",
+               "Commits done by the event loop that received the writes, the store writer being idle.",
+               value(commitsInPlace))
         metric("tally_committed_writes_total", "counter", "Client writes committed.", value(committedUnits))
         metric("tally_head_seq", "gauge", "Highest sequence number assigned.", value(headSeq))
         metric("tally_committed_seq", "gauge", "Highest sequence number committed.", value(committedSeq))

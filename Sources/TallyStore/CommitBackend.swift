@@ -1,6 +1,8 @@
 /// What the group committer needs from a backend: apply units in one
 /// transaction, prune in small steps, clean up. Implemented by SQLite and by
-/// the in-memory tables; used only on the writer thread.
+/// the in-memory tables; used by one thread at a time: the writer thread, or
+/// a thread that borrowed it while the writer was parked (see
+/// `GroupCommitter.commitQueued`).
 protocol CommitBackend: AnyObject {
     /// Called once on the writer thread before the first commit.
     func willRun()
@@ -8,11 +10,17 @@ protocol CommitBackend: AnyObject {
     /// Applies `units` in one transaction, in order. On failure nothing of
     /// them is applied; `unitIndex` (an index of `units`) names the unit that
     /// failed, nil when the transaction itself failed (BEGIN, COMMIT, I/O).
-    func apply(_ units: ArraySlice<StoreUnit>) -> ApplyResult
+    /// Without `waitForLocks`, a database locked by another process fails at
+    /// once with a busy error (unitIndex nil) instead of being waited for.
+    func apply(_ units: ArraySlice<StoreUnit>, waitForLocks: Bool) -> ApplyResult
 
     /// One bounded retention step when one is due. Returns true when more is
     /// left to prune right away (the writer calls again when idle).
     func maintain() -> Bool
+
+    /// Whether `maintain` has something to do now; cheap (no I/O), so a
+    /// borrower can ask it after every commit.
+    var maintenanceDue: Bool { get }
 
     /// The highest committed change seq.
     var headSeq: Int64 { get }

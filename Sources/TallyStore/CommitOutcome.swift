@@ -10,11 +10,15 @@ public struct CommitOutcome: Sendable, Equatable {
     /// Non-nil: the transaction was rolled back, nothing of these units was
     /// applied.
     public var error: StoreError?
+    /// Committed by a submitter that borrowed the idle writer's connection
+    /// (`Store.commitQueued`), not by the writer thread.
+    public var inPlace: Bool
 
-    public init(tokens: [UInt64], lastSeq: Int64, durationNanos: UInt64, error: StoreError?) {
+    public init(tokens: [UInt64], lastSeq: Int64, durationNanos: UInt64, error: StoreError?, inPlace: Bool = false) {
         self.tokens = tokens
         self.lastSeq = lastSeq
         self.durationNanos = durationNanos
         self.error = error
+        self.inPlace = inPlace
     }
 }

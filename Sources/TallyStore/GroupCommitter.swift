@@ -14,10 +14,19 @@
 /// rolled back, the units before it are committed again on their own, the
 /// failing unit is reported alone, and the rest go on as the next batch.
 /// `onCommit` calls stay in submission order.
+///
+/// Commit in place: a submitter that is about to wait for nothing else (an
+/// event loop at the end of its iteration) may queue without waking the
+/// writer and then call `commitQueued`. If the writer is parked, that thread
+/// takes the queue and commits it itself, and `onCommit` runs there: a lone
+/// write then costs no thread wake-up before its commit and none after it.
+/// The writer stays parked meanwhile and takes over whatever queued up once
+/// the borrowing thread is done. Under load the writer is rarely parked, so
+/// commits stay on its thread and batches grow as before.
 final class GroupCommitter: @unchecked Sendable {
     private enum Phase {
-        /// Not started; the backend waits here for its writer thread.
-        case idle(any CommitBackend)
+        /// Not started.
+        case idle
         case running(pthread_t)
         /// The writer thread has ended and been joined (or never started).
         case closed
@@ -30,6 +39,11 @@ final class GroupCommitter: @unchecked Sendable {
         /// The writer is (about to be) blocked on the condition: submitters
         /// signal only then.
         var writerWaiting = false
+        /// The thread that borrowed the backend (`commitQueued`); the writer
+        /// does not touch it until that thread hands it back.
+        var borrower: pthread_t?
+        /// A borrower saw retention due: the writer runs a step when it wakes.
+        var maintenanceRequested = false
         /// Set under the lock when the writer decides to stop with an empty
         /// queue; later submissions are rejected instead of being stranded.
         var accepting = true
@@ -41,9 +55,13 @@ final class GroupCommitter: @unchecked Sendable {
     private let state: Guarded<State>
     /// Serializes `close` calls from different threads.
     private let closing = Guarded(())
+    /// Used by the writer thread, or by one borrower while `borrower` is set
+    /// (handed over under the state's lock, never used by two at once).
+    private let backend: any CommitBackend
 
     init(backend: any CommitBackend) {
-        state = Guarded(State(phase: .idle(backend)))
+        self.backend = backend
+        state = Guarded(State(phase: .idle))
     }
 
     // MARK: Any thread
@@ -51,13 +69,12 @@ final class GroupCommitter: @unchecked Sendable {
     /// Starts the writer thread. Later calls do nothing.
     func start(onCommit: @escaping @Sendable (CommitOutcome) -> Void) {
         let rejected: [StoreUnit] = state.withLock { s in
-            guard case .idle(let backend) = s.phase else { return [] }
+            guard case .idle = s.phase else { return [] }
             s.onCommit = onCommit
-            let handoff = Handoff(value: backend)
             do throws(StoreError) {
                 // Spawned under the lock: the phase is never seen half-set.
                 let thread = try StoreThread.spawn(name: "tally-store-w") { [self] in
-                    run(handoff.value, onCommit)
+                    run(onCommit)
                 }
                 s.phase = .running(thread)
                 return []
@@ -75,24 +92,73 @@ final class GroupCommitter: @unchecked Sendable {
 
     /// Queues a unit. Never blocks on I/O. After `close` (or a failed start)
     /// the unit is reported as failed at once, on the caller's thread.
-    func submit(_ unit: StoreUnit) {
+    ///
+    /// With `wakeWriter: false` the writer is left parked: the caller must
+    /// call `commitQueued()` once it holds nothing the commit report needs.
+    func submit(_ unit: StoreUnit, wakeWriter: Bool = true) {
         let (queued, wake, onCommit, error): (Bool, Bool, (@Sendable (CommitOutcome) -> Void)?, StoreError?) =
             state.withLock { s in
                 guard s.accepting else { return (false, false, s.onCommit, s.startError ?? .closed) }
                 s.queue.append(unit)
-                let wake = s.writerWaiting
+                guard wakeWriter, s.writerWaiting, s.borrower == nil else { return (true, false, nil, nil) }
                 s.writerWaiting = false
-                return (true, wake, nil, nil)
+                return (true, true, nil, nil)
             }
         if wake { state.signal() }
         if !queued, let onCommit, let error { onCommit(Self.rejection(unit, error)) }
     }
 
+    /// Commits what is queued on the calling thread if the writer is parked
+    /// (then `onCommit` runs here, before this returns); otherwise leaves it
+    /// to the writer, waking it if nobody else will. Blocks for the commit's
+    /// I/O, so only a thread that has nothing better to do meanwhile calls it.
+    func commitQueued() {
+        enum Plan { case nothing, wake, commit([StoreUnit], @Sendable (CommitOutcome) -> Void) }
+        let plan: Plan = state.withLock { s in
+            // Empty: someone took it. Writer busy: it takes the queue after its batch.
+            // Borrowed: the borrower wakes the writer for the rest when done.
+            guard !s.queue.isEmpty, s.writerWaiting, s.borrower == nil else { return .nothing }
+            guard case .running = s.phase, !s.stopRequested, !s.maintenanceRequested, let onCommit = s.onCommit else {
+                s.writerWaiting = false
+                return .wake
+            }
+            s.borrower = pthread_self()
+            defer { s.queue.removeAll(keepingCapacity: true) }
+            return .commit(s.queue, onCommit)
+        }
+        switch plan {
+        case .nothing:
+            return
+        case .wake:
+            state.signal()
+        case .commit(let batch, let onCommit):
+            let handedBack = commit(batch, backend, onCommit, borrowed: true)
+            let due = backend.maintenanceDue
+            let wake: Bool = state.withLock { s in
+                s.borrower = nil
+                if !handedBack.isEmpty { s.queue.insert(contentsOf: handedBack, at: 0) }
+                if due { s.maintenanceRequested = true }
+                guard s.writerWaiting, !s.queue.isEmpty || s.maintenanceRequested || s.stopRequested else {
+                    return false
+                }
+                s.writerWaiting = false
+                return true
+            }
+            if wake { state.signal() }
+        }
+    }
+
     /// Commits what is queued, stops the writer and waits for it. Idempotent;
-    /// a second caller waits for the first. Called from `onCommit` (the writer
-    /// thread itself) it only asks the writer to stop after this batch.
+    /// a second caller waits for the first. Called from `onCommit` (on the
+    /// writer thread or a borrower) it only asks the writer to stop after
+    /// this batch.
     func close() {
-        if case .running(let thread) = state.withLock({ $0.phase }), StoreThread.isCurrent(thread) {
+        let insideOnCommit: Bool = state.withLock { s in
+            if let borrower = s.borrower, StoreThread.isCurrent(borrower) { return true }
+            if case .running(let thread) = s.phase, StoreThread.isCurrent(thread) { return true }
+            return false
+        }
+        if insideOnCommit {
             state.withLock { $0.stopRequested = true }
             return
         }
@@ -115,14 +181,16 @@ final class GroupCommitter: @unchecked Sendable {
         }
     }
 
+    /// Whether the writer thread is parked with nothing to do, so that
+    /// `commitQueued` would commit in place (tests wait for this).
+    var writerIsParked: Bool {
+        state.withLock { $0.writerWaiting && $0.borrower == nil && $0.queue.isEmpty && !$0.maintenanceRequested }
+    }
+
     /// Runs `body` with the backend before the writer thread has started
     /// (tests inspect the write connection this way); nil once it has.
     func withIdleBackend<R>(_ body: (any CommitBackend) throws(StoreError) -> R) throws(StoreError) -> R? {
-        let backend: (any CommitBackend)? = state.withLock { s in
-            if case .idle(let backend) = s.phase { return backend }
-            return nil
-        }
-        guard let backend else { return nil }
+        guard state.withLock({ s in if case .idle = s.phase { true } else { false } }) else { return nil }
         return try body(backend)
     }
 
@@ -138,7 +206,7 @@ final class GroupCommitter: @unchecked Sendable {
         case stop
     }
 
-    private func run(_ backend: any CommitBackend, _ onCommit: @Sendable (CommitOutcome) -> Void) {
+    private func run(_ onCommit: @Sendable (CommitOutcome) -> Void) {
         backend.willRun()
         var batch: [StoreUnit] = []
         batch.reserveCapacity(1_024)
@@ -146,6 +214,15 @@ final class GroupCommitter: @unchecked Sendable {
         var maintenancePending = true
         while true {
             let next: Next = state.wait { s in
+                if s.borrower != nil {
+                    // The borrower wakes us when it hands the backend back.
+                    s.writerWaiting = true
+                    return nil
+                }
+                if s.maintenanceRequested {
+                    s.maintenanceRequested = false
+                    maintenancePending = true
+                }
                 if !s.queue.isEmpty {
                     swap(&batch, &s.queue)  // the emptied batch keeps its capacity for the next round
                     return .commit
@@ -160,7 +237,7 @@ final class GroupCommitter: @unchecked Sendable {
             }
             switch next {
             case .commit:
-                commit(batch, backend, onCommit)
+                _ = commit(batch, backend, onCommit, borrowed: false)
                 batch.removeAll(keepingCapacity: true)
                 maintenancePending = backend.maintain()
             case .maintain:
@@ -173,42 +250,46 @@ final class GroupCommitter: @unchecked Sendable {
     }
 
     /// Commits `batch` in as few transactions as its failures allow and
-    /// reports each transaction once.
+    /// reports each transaction once. A `borrowed` commit (not on the writer
+    /// thread) does not wait for a database locked by another process: the
+    /// units not yet committed are returned, for the writer to commit.
     private func commit(_ batch: [StoreUnit], _ backend: any CommitBackend,
-                        _ onCommit: @Sendable (CommitOutcome) -> Void) {
+                        _ onCommit: @Sendable (CommitOutcome) -> Void, borrowed: Bool) -> ArraySlice<StoreUnit> {
+        func report(_ units: ArraySlice<StoreUnit>, _ lastSeq: Int64, _ began: UInt64, _ error: StoreError?) {
+            var tokens: [UInt64] = []
+            tokens.reserveCapacity(units.count)
+            for unit in units { tokens.append(unit.token) }
+            onCommit(CommitOutcome(tokens: tokens, lastSeq: lastSeq, durationNanos: monotonicNanos() &- began,
+                                   error: error, inPlace: borrowed))
+        }
         var start = batch.startIndex
         while start < batch.endIndex {
             let began = monotonicNanos()
-            switch backend.apply(batch[start...]) {
+            let result = backend.apply(batch[start...], waitForLocks: !borrowed)
+            if borrowed, case .failed(nil, let error) = result, error.isBusy { return batch[start...] }
+            switch result {
             case .committed(let lastSeq):
-                report(batch[start...], lastSeq, began, nil, onCommit)
+                report(batch[start...], lastSeq, began, nil)
                 start = batch.endIndex
             case .failed(let index?, let error):
                 if index > start {
                     // The units before the failing one did nothing wrong: commit them again alone.
                     let again = monotonicNanos()
-                    switch backend.apply(batch[start..<index]) {
+                    switch backend.apply(batch[start..<index], waitForLocks: true) {
                     case .committed(let lastSeq):
-                        report(batch[start..<index], lastSeq, again, nil, onCommit)
+                        report(batch[start..<index], lastSeq, again, nil)
                     case .failed(_, let error):
-                        report(batch[start..<index], backend.headSeq, again, error, onCommit)
+                        report(batch[start..<index], backend.headSeq, again, error)
                     }
                 }
-                report(batch[index...index], backend.headSeq, began, error, onCommit)
+                report(batch[index...index], backend.headSeq, began, error)
                 start = index + 1
             case .failed(nil, let error):
-                report(batch[start...], backend.headSeq, began, error, onCommit)
+                report(batch[start...], backend.headSeq, began, error)
                 start = batch.endIndex
             }
         }
+        return []
     }
 
-    private func report(_ units: ArraySlice<StoreUnit>, _ lastSeq: Int64, _ began: UInt64, _ error: StoreError?,
-                        _ onCommit: @Sendable (CommitOutcome) -> Void) {
-        var tokens: [UInt64] = []
-        tokens.reserveCapacity(units.count)
-        for unit in units { tokens.append(unit.token) }
-        onCommit(CommitOutcome(tokens: tokens, lastSeq: lastSeq, durationNanos: monotonicNanos() &- began,
-                               error: error))
-    }
 }

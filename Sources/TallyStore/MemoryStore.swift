@@ -4,7 +4,7 @@
 /// will with SQLiteStore; everything is gone when the process ends.
 public final class MemoryStore: Store {
     private let tables: Guarded<MemoryTables>
-    private let committer: GroupCommitter
+    let committer: GroupCommitter
     let diagnostics: Guarded<StoreDiagnostics>
 
     /// - Parameters:
@@ -35,8 +35,12 @@ public final class MemoryStore: Store {
         committer.start(onCommit: onCommit)
     }
 
-    public func submit(_ unit: StoreUnit) {
-        committer.submit(unit)
+    public func submit(_ unit: StoreUnit, wakeWriter: Bool) {
+        committer.submit(unit, wakeWriter: wakeWriter)
+    }
+
+    public func commitQueued() {
+        committer.commitQueued()
     }
 
     public func close() {

@@ -20,11 +20,15 @@ final class MemoryWriter: CommitBackend {
 
     func finish() {}
 
-    func apply(_ units: ArraySlice<StoreUnit>) -> ApplyResult {
+    func apply(_ units: ArraySlice<StoreUnit>, waitForLocks: Bool) -> ApplyResult {
         if let hook = hooks.beforeCommit { hook(units.map(\.token)) }
         let result = tables.withLock { $0.apply(units, hooks: hooks) }
         if case .committed(let lastSeq) = result { headSeq = lastSeq }
         return result
+    }
+
+    var maintenanceDue: Bool {
+        policy.excess(changeCount: tables.withLock { $0.changes.count }) > 0 || policy.ageCheckDue
     }
 
     func maintain() -> Bool {

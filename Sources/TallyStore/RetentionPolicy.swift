@@ -41,6 +41,9 @@ struct RetentionPolicy {
         return (now &- Self.millis(retention.maxAge), now &- Self.millis(retention.idempotencyMaxAge))
     }
 
+    /// Whether `ageCutoffs()` would return limits now (without using up the check).
+    var ageCheckDue: Bool { clock.now() >= nextAgeCheck }
+
     /// A step found more old rows than it could delete: check again at once.
     mutating func checkAgeAgainSoon() {
         nextAgeCheck = .min

@@ -9,7 +9,7 @@ public final class SQLiteStore: Store {
     /// The database file.
     public let path: String
     public let durability: Durability
-    private let committer: GroupCommitter
+    let committer: GroupCommitter
     let diagnostics: Guarded<StoreDiagnostics>
 
     /// Opens (creating when missing) `directory/tally.sqlite3` and brings its
@@ -55,8 +55,12 @@ public final class SQLiteStore: Store {
         committer.start(onCommit: onCommit)
     }
 
-    public func submit(_ unit: StoreUnit) {
-        committer.submit(unit)
+    public func submit(_ unit: StoreUnit, wakeWriter: Bool) {
+        committer.submit(unit, wakeWriter: wakeWriter)
+    }
+
+    public func commitQueued() {
+        committer.commitQueued()
     }
 
     public func close() {

@@ -149,7 +149,14 @@ final class SQLiteWriter: CommitBackend {
 
     // MARK: Commits
 
-    func apply(_ units: ArraySlice<StoreUnit>) -> ApplyResult {
+    func apply(_ units: ArraySlice<StoreUnit>, waitForLocks: Bool) -> ApplyResult {
+        guard waitForLocks else {
+            // A borrowing thread must not sleep in SQLite's busy handler: one
+            // try, and a lock held elsewhere is the writer's to wait for.
+            sqlite3_busy_timeout(connection.db, 0)
+            defer { sqlite3_busy_timeout(connection.db, SQLiteConnection.busyTimeoutMillis) }
+            return applyOnce(units)
+        }
         var attempt = 1
         while true {
             let result = applyOnce(units)
@@ -263,6 +270,10 @@ final class SQLiteWriter: CommitBackend {
     }
 
     // MARK: Retention
+
+    var maintenanceDue: Bool {
+        policy.excess(changeCount: Int(clamping: meta.changeCount)) > 0 || policy.ageCheckDue
+    }
 
     func maintain() -> Bool {
         let countExcess = policy.excess(changeCount: Int(clamping: meta.changeCount))

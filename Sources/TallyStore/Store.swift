@@ -13,8 +13,13 @@
 //
 // - Callers `submit` from any thread. A unit goes into a queue guarded by a
 //   pthread mutex + condition (`GroupCommitter`); submit never does I/O.
-// - One writer thread owns the write connection. It is the only thread that
-//   writes, so there is never write-lock contention inside the process.
+// - One writer thread owns the write connection, and only one thread writes
+//   at a time, so there is never write-lock contention inside the process.
+//   While the writer is parked, a submitter that would otherwise wait for
+//   the commit (an event loop at its iteration's end) borrows the
+//   connection and commits on its own thread (`commitQueued`): a lone write
+//   then wakes no thread before its commit or after it. The writer stays
+//   parked meanwhile and takes over what queued up behind.
 // - One checkpointer thread owns a second connection and does nothing but
 //   WAL checkpoints (`SQLiteCheckpointer`).
 // - Each reader (`makeReader()`) has its own connection and one owner thread.
@@ -77,16 +82,26 @@
 public protocol Store: AnyObject, Sendable {
     /// A new reader with its own connection, for one thread.
     func makeReader() throws(StoreError) -> any StoreReading
-    /// Starts the writer. `onCommit` runs on the writer thread after every
-    /// transaction (success or failure), in submission order. Later calls do
+    /// Starts the writer. `onCommit` runs after every transaction (success
+    /// or failure), in submission order, on the thread that committed: the
+    /// writer thread, or a `commitQueued` caller. Later calls do
     /// nothing. Units submitted before `start` wait for it.
     func start(onCommit: @escaping @Sendable (CommitOutcome) -> Void)
     /// Queues a unit; thread-safe, never blocks on I/O. Units commit in
     /// submission order. After `close` the unit is reported as failed at once,
-    /// on the caller's thread.
-    func submit(_ unit: StoreUnit)
+    /// on the caller's thread. With `wakeWriter: false` the writer is not
+    /// woken: the caller must call `commitQueued()` next.
+    func submit(_ unit: StoreUnit, wakeWriter: Bool)
+    /// Commits the queue on the calling thread if the writer is idle (then
+    /// `onCommit` runs on this thread before it returns), else leaves it to
+    /// the writer. May block for the commit's I/O.
+    func commitQueued()
     /// Commits what is queued, stops the writer and checkpointer threads,
     /// closes connections. Idempotent. From inside `onCommit` it only asks the
     /// writer to stop after the current batch.
     func close()
+}
+
+extension Store {
+    public func submit(_ unit: StoreUnit) { submit(unit, wakeWriter: true) }
 }

@@ -40,7 +40,7 @@ enum StoreThread {
 
 /// Moves a value that is not Sendable to the thread that will own it from
 /// then on. Only for hand-overs where the sender never touches the value
-/// again (a connection given to its writer thread).
+/// again (a reader given to the thread that polls it).
 struct Handoff<Value>: @unchecked Sendable {
     let value: Value
 }

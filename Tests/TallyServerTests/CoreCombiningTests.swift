@@ -63,6 +63,28 @@ struct CoreCombiningTests {
         }
     }
 
+    /// A lone durable write with the store writer idle is committed on the
+    /// loop that received it (no store-writer wake-up), and still reaches
+    /// subscribers on both loops, once, after its commit.
+    @Test func aLoneDurableWriteIsCommittedInPlace() throws {
+        let directory = try TemporaryDirectory()
+        try withHub(dataDirectory: directory.path) { hub in
+            let subscribers = try (0..<4).map { _ in try hub.connect() }
+            for subscriber in subscribers { try subscriber.ok(#"{"op":"subscribe","name":"lone"}"#) }
+            let writer = try hub.connect()
+            let metrics = hub.hub.core.metrics
+            let before = metrics.commitsInPlace.load(ordering: .relaxed)
+            for index in 1...20 {
+                try writer.ok(#"{"op":"set","name":"lone","data":{"n":\#(index)}}"#)
+                for subscriber in subscribers { #expect(try subscriber.push()["version"] == .int(Int64(index))) }
+            }
+            let inPlace = metrics.commitsInPlace.load(ordering: .relaxed) - before
+            #expect(inPlace >= 10, "most of 20 lone writes committed in place (\(inPlace))")
+            let text = String(decoding: try hub.http("GET", "/metrics").body, as: UTF8.self)
+            #expect(text.contains("tally_commits_in_place_total "))
+        }
+    }
+
     /// Durable writes from many connections at once: every one acknowledged
     /// and pushed once, in seq order, whichever thread did the core's work.
     @Test func concurrentWritersSeeEveryChangeInOrder() throws {

@@ -168,6 +168,20 @@ final class StoreHarness {
         store.start { [recorder] in recorder.record($0) }
     }
 
+    var committer: GroupCommitter {
+        switch store {
+        case let store as SQLiteStore: store.committer
+        case let store as MemoryStore: store.committer
+        default: fatalError("a store of this harness")
+        }
+    }
+
+    /// Waits until the writer thread has parked: then `commitQueued`
+    /// commits on the calling thread.
+    func waitUntilWriterParks() async throws {
+        try await poll("the store writer to park", timeoutMillis: 10_000, intervalMillis: 1) { committer.writerIsParked }
+    }
+
     var diagnostics: StoreDiagnostics {
         switch store {
         case let store as SQLiteStore: store.diagnostics.withLock { $0 }

@@ -1,0 +1,156 @@
+@preconcurrency import Glibc
+import TallyTestSupport
+import Testing
+@testable import TallyStore
+
+/// Commit in place (`Store.commitQueued`): a submitter that would otherwise
+/// wait for the writer borrows the idle writer's connection and commits on
+/// its own thread; never while the writer works, never two at once, and
+/// retention still runs.
+@Suite struct StoreInPlaceCommitTests {
+    /// With the writer parked, the queue commits on the calling thread and
+    /// is reported there before `commitQueued` returns.
+    @Test(arguments: Backend.allCases)
+    func anIdleWriterLendsItsConnection(backend: Backend) async throws {
+        let h = try StoreHarness(backend)
+        try await h.waitUntilWriterParks()
+        let unit = h.unit([.putRecord(record("here"))], changes: [change(1, .record, "here")])
+        h.store.submit(unit, wakeWriter: false)
+        h.store.commitQueued()
+
+        let outcome = try #require(h.recorder.all.first { $0.tokens == [unit.token] }, "reported before returning")
+        #expect(outcome.error == nil)
+        #expect(outcome.inPlace)
+        #expect(outcome.lastSeq == 1)
+        #expect(try h.reader.record("here") != nil)
+    }
+
+    /// A writer in the middle of a commit keeps the queue: `commitQueued`
+    /// returns at once and the writer commits it next, on its own thread.
+    @Test(arguments: Backend.allCases)
+    func aBusyWriterKeepsTheQueue(backend: Backend) async throws {
+        let entered = Latch()
+        let release = Latch()
+        let hooks = StoreTestHooks(beforeCommit: { tokens in
+            guard tokens == [1] else { return }
+            entered.open()
+            try? release.wait()
+        })
+        let h = try StoreHarness(backend, hooks: hooks)
+        let first = h.unit([.putRecord(record("first"))], changes: [change(1, .record, "first")])
+        h.store.submit(first)
+        try entered.wait()
+        let second = h.unit([.putRecord(record("second"))], changes: [change(2, .record, "second")])
+        h.store.submit(second, wakeWriter: false)
+        h.store.commitQueued()
+        #expect(!h.recorder.all.contains { $0.tokens.contains(second.token) }, "not committed by the caller")
+        release.open()
+
+        let outcomes = try h.recorder.wait(for: [first.token, second.token])
+        #expect(outcomes.allSatisfy { $0.error == nil && !$0.inPlace })
+        #expect(h.recorder.all.flatMap(\.tokens) == [first.token, second.token])
+    }
+
+    /// While one thread has borrowed the connection, what others submit
+    /// (waking the writer or not) waits, and the writer commits it after the
+    /// borrower is done — in order, with no transaction nested in another.
+    @Test(arguments: Backend.allCases)
+    func whatQueuesDuringABorrowGoesToTheWriterAfter(backend: Backend) async throws {
+        let entered = Latch()
+        let release = Latch()
+        let hooks = StoreTestHooks(beforeCommit: { tokens in
+            guard tokens == [1] else { return }
+            entered.open()
+            try? release.wait()
+        })
+        let h = try StoreHarness(backend, hooks: hooks)
+        try await h.waitUntilWriterParks()
+        let borrowed = h.unit([.putRecord(record("borrowed"))], changes: [change(1, .record, "borrowed")])
+        let store = h.store
+        let borrower = try StoreThread.spawn(name: "borrower") {
+            store.submit(borrowed, wakeWriter: false)
+            store.commitQueued()
+        }
+        try entered.wait()
+        let woken = h.unit([.putRecord(record("woken"))], changes: [change(2, .record, "woken")])
+        let deferred = h.unit([.putRecord(record("deferred"))], changes: [change(3, .record, "deferred")])
+        h.store.submit(woken)
+        h.store.submit(deferred, wakeWriter: false)
+        h.store.commitQueued()  // borrowed already: leaves it
+        release.open()
+        StoreThread.join(borrower)
+
+        let outcomes = try h.recorder.wait(for: [borrowed.token, woken.token, deferred.token])
+        #expect(outcomes.allSatisfy { $0.error == nil })
+        #expect(outcomes[0].inPlace)
+        #expect(!outcomes[1].inPlace && !outcomes[2].inPlace, "the writer took over what queued behind")
+        #expect(h.recorder.all.flatMap(\.tokens) == [borrowed.token, woken.token, deferred.token])
+        #expect(try h.reader.state().headSeq == 3)
+    }
+
+    /// Every commit borrowed, none by the writer: the log is still pruned
+    /// to its retention, because a borrower that finds pruning due wakes
+    /// the writer for it.
+    @Test(arguments: Backend.allCases)
+    func retentionRunsWhenEveryCommitIsBorrowed(backend: Backend) async throws {
+        let h = try StoreHarness(backend, retention: StoreRetention(maxChanges: 5))
+        for seq in 1...40 {
+            try await h.waitUntilWriterParks()
+            let unit = h.unit([.putRecord(record("r", seq: Int64(seq)))], changes: [change(Int64(seq), .record, "r")])
+            h.store.submit(unit, wakeWriter: false)
+            h.store.commitQueued()
+            #expect(h.recorder.all.last?.tokens == [unit.token], "commit \(seq) in place")
+        }
+        try await poll("the log pruned to 5 changes", timeoutMillis: 10_000) {
+            try h.reader.state().changeCount <= 5
+        }
+        #expect(try h.reader.changes(after: 0, limit: 100).map(\.seq) == Array(36...40))
+    }
+
+    /// A database locked by another process is not waited for on the
+    /// borrowing thread (an event loop must not sleep 5 s in SQLite's busy
+    /// handler): the units go back to the writer, which waits and commits.
+    @Test func aLockHeldElsewhereIsLeftToTheWriter() async throws {
+        let h = try StoreHarness(.sqlite)
+        let path = try #require(h.directory).path + "/" + SQLiteStore.fileName
+        // Parked first: the writer's own start-up retention step would wait for the lock.
+        try await h.waitUntilWriterParks()
+        let other = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        try other.execute("BEGIN IMMEDIATE")
+        let unit = h.unit([.putRecord(record("later"))], changes: [change(1, .record, "later")])
+        h.store.submit(unit, wakeWriter: false)
+        let began = monotonicMillis()
+        h.store.commitQueued()
+        #expect(monotonicMillis() - began < 2_000, "the caller did not wait out the 5 s busy timeout")
+        #expect(h.recorder.all.isEmpty, "nothing reported: the units went back to the queue")
+        try other.execute("ROLLBACK")
+        other.close()
+
+        let outcome = try h.recorder.wait(for: [unit.token])[0]
+        #expect(outcome.error == nil)
+        #expect(!outcome.inPlace, "committed by the writer")
+        #expect(try h.reader.record("later") != nil)
+    }
+
+    /// `close` from inside `onCommit` on a borrowing thread asks the writer
+    /// to stop instead of waiting for itself.
+    @Test(arguments: Backend.allCases)
+    func closeFromABorrowersReportDoesNotDeadlock(backend: Backend) async throws {
+        let h = try StoreHarness(backend, start: false)
+        let store = h.store
+        let recorder = h.recorder
+        store.start { outcome in
+            recorder.record(outcome)
+            if outcome.inPlace { store.close() }
+        }
+        try await h.waitUntilWriterParks()
+        let unit = h.unit([.putRecord(record("last"))])
+        store.submit(unit, wakeWriter: false)
+        store.commitQueued()
+        #expect(try h.recorder.wait(for: [unit.token])[0].inPlace)
+        store.close()  // returns once the writer has stopped
+        let late = h.unit()
+        store.submit(late)
+        #expect(try h.recorder.wait(for: [late.token])[0].error == StoreError.closed)
+    }
+}
