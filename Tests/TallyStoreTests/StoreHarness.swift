@@ -176,10 +176,10 @@ final class StoreHarness {
         }
     }
 
-    /// Waits until the writer thread has parked: then `commitQueued`
-    /// commits on the calling thread.
+    /// Waits until the writer thread has parked and the store has been idle
+    /// long enough: then `commitQueued` commits on the calling thread.
     func waitUntilWriterParks() async throws {
-        try await poll("the store writer to park", timeoutMillis: 10_000, intervalMillis: 1) { committer.writerIsParked }
+        try await poll("the store writer to park", timeoutMillis: 10_000, intervalMillis: 1) { committer.wouldLend }
     }
 
     var diagnostics: StoreDiagnostics {
