@@ -7,6 +7,8 @@ if [ "${1:-build}" = test ]; then
   want+=(python3 python3-venv python3-pip)
   # The browser tests (Tests/browser): headless Chromium driven by Selenium.
   want+=(chromium chromium-driver fonts-dejavu-core)
+  # The fan-out benchmark's baseline broker (Tests/interop/test_bench.py runs it in miniature).
+  want+=(mosquitto)
 fi
 missing=()
 for pkg in "${want[@]}"; do

@@ -65,8 +65,34 @@ public struct FanoutBenchmark: Sendable {
         public var brokerRSSKiB: Int?
         /// The broker's CPU use with every subscriber connected and nothing published (cores, 0…).
         public var idleCPU: Double
+        /// Every latency sample (nanoseconds), for pooling rounds.
+        public var latencySamples: [UInt64] = []
         public var lossPercent: Double { expected == 0 ? 0 : Double(expected - delivered) * 100 / Double(expected) }
         public var cpuMicrosPerDelivery: Double { delivered == 0 ? .nan : brokerCPUSeconds * 1e6 / Double(delivered) }
+    }
+
+    /// Rounds of one broker taken as one run: counts, CPU and times summed,
+    /// latencies pooled, idle CPU averaged. Rounds of several brokers
+    /// alternated within one invocation share the machine's slow drifts,
+    /// which one long run of each, one after the other, does not.
+    public static func pooled(_ rounds: [Result]) -> Result? {
+        guard var total = rounds.first else { return nil }
+        for r in rounds.dropFirst() {
+            total.updates += r.updates
+            total.expected += r.expected
+            total.delivered += r.delivered
+            total.late += r.late
+            total.brokerCPUSeconds += r.brokerCPUSeconds
+            total.publishSeconds += r.publishSeconds
+            total.publisherErrors += r.publisherErrors
+            total.unparsed += r.unparsed
+            total.droppedConnections += r.droppedConnections
+            total.brokerRSSKiB = [total.brokerRSSKiB, r.brokerRSSKiB].compactMap { $0 }.max()
+            total.latencySamples += r.latencySamples
+        }
+        total.idleCPU = rounds.map(\.idleCPU).reduce(0, +) / Double(rounds.count)
+        total.latency = LatencySummary(total.latencySamples)
+        return total
     }
 
     public enum Failure: Error, CustomStringConvertible {
@@ -177,7 +203,7 @@ public struct FanoutBenchmark: Sendable {
                       publisherErrors: publisherState.errors.load(ordering: .relaxed),
                       unparsed: state.unparsed.load(ordering: .relaxed),
                       droppedConnections: state.dropped.load(ordering: .relaxed), brokerRSSKiB: rss,
-                      idleCPU: idleCPU)
+                      idleCPU: idleCPU, latencySamples: samples.flatMap { $0 })
     }
 
     /// What subscriber `index` sends once connected.

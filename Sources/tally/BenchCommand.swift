@@ -34,11 +34,17 @@ enum BenchCommand {
 
     fanout        S subscribers, one publisher sending U updates/s for D seconds;
                   latency (send → receipt, CLOCK_MONOTONIC) and the broker's CPU
-                  per delivered message. Each broker runs as a child process:
-                  Tally (this binary, `serve`) and Mosquitto as the baseline.
+                  per delivered message (its threads' run time from
+                  /proc/PID/task/*/schedstat). Each broker runs as a child
+                  process: Tally (this binary, `serve`) and Mosquitto as the
+                  baseline. The brokers take turns in rounds; each row pools
+                  its broker's rounds.
       --subscribers LIST    subscriber counts (default 100,1000)
       --rate U              updates per second (default 100)
-      --seconds D           publishing time (default 10)
+      --seconds D           publishing time per broker, shared among the rounds
+                            (default 10)
+      --rounds K            turns per broker, each D/K seconds with a fresh
+                            broker process (default 3)
       --mode LIST           events, records and/or record-per-sub (default events)
                               events: Tally publish to a topic; MQTT PUBLISH
                               records: Tally set of one record all follow;
@@ -173,7 +179,8 @@ enum BenchCommand {
 
     private static func fanout(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let a = try Arguments(args, command: "bench fanout",
-                              valued: ["subscribers", "rate", "seconds", "mode", "broker", "drain", "threads", "durability"],
+                              valued: ["subscribers", "rate", "seconds", "mode", "broker", "drain", "threads", "durability",
+                                       "rounds"],
                               flags: ["compression", "help"])
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench fanout")
@@ -182,6 +189,7 @@ enum BenchCommand {
         let duration = try seconds(a, "seconds", default: 10)
         let drain = try seconds(a, "drain", default: 2)
         let threads = try a.int("threads", in: 1...64) ?? 1
+        let rounds = try a.int("rounds", in: 1...100) ?? 3
         let durability = a.string("durability") ?? "full"
         guard ["full", "normal", "off"].contains(durability) else {
             throw UsageError(message: "--durability must be full, normal or off, not '\(durability)'")
@@ -207,30 +215,42 @@ enum BenchCommand {
         var failed = false
         for mode in modes {
             for count in counts {
-                var results: [FanoutBenchmark.Result] = []
-                for broker in brokers {
-                    var bench = FanoutBenchmark(broker: broker, mode: mode)
-                    bench.subscribers = count
-                    bench.rate = rate
-                    bench.seconds = duration
-                    bench.drainSeconds = drain
-                    bench.threads = threads
-                    bench.compression = a.flag("compression")
-                    bench.durability = durability
-                    do {
-                        let r = try bench.run(log: progress)
-                        if r.publisherErrors > 0 || r.unparsed > 0 || r.droppedConnections > 0 {
-                            progress("\(r.publisherErrors) publisher errors, \(r.unparsed) unparsed messages, \(r.droppedConnections) connections dropped by the broker")
+                // The brokers take turns, `rounds` times, each round a share
+                // of the duration: both then meet the same slow drifts of a
+                // shared machine, and each row pools its broker's rounds.
+                var byBroker: [BrokerProcess.Kind: [FanoutBenchmark.Result]] = [:]
+                let roundSeconds = duration / Double(rounds)
+                for round in 1...rounds {
+                    for broker in brokers {
+                        var bench = FanoutBenchmark(broker: broker, mode: mode)
+                        bench.subscribers = count
+                        bench.rate = rate
+                        bench.seconds = roundSeconds
+                        bench.drainSeconds = drain
+                        bench.threads = threads
+                        bench.compression = a.flag("compression")
+                        bench.durability = durability
+                        if rounds > 1 { progress("round \(round) of \(rounds)") }
+                        do {
+                            let r = try bench.run(log: progress)
+                            if r.publisherErrors > 0 || r.unparsed > 0 || r.droppedConnections > 0 {
+                                progress("\(r.publisherErrors) publisher errors, \(r.unparsed) unparsed messages, \(r.droppedConnections) connections dropped by the broker")
+                            }
+                            if r.publishSeconds > roundSeconds * 1.05 + 0.1 {
+                                progress("publishing took \(format(r.publishSeconds, 2)) s instead of \(format(roundSeconds, 2)) s (the publisher fell behind)")
+                            }
+                            byBroker[broker, default: []].append(r)
+                        } catch {
+                            printError("fanout \(broker.rawValue) \(mode.rawValue) \(count): \(error)")
+                            failed = true
                         }
-                        if r.publishSeconds > duration * 1.05 + 0.1 {
-                            progress("publishing took \(format(r.publishSeconds, 2)) s instead of \(format(duration, 2)) s (the publisher fell behind)")
-                        }
-                        results.append(r)
-                    } catch {
-                        printError("fanout \(broker.rawValue) \(mode.rawValue) \(count): \(error)")
-                        failed = true
                     }
                 }
+                if rounds > 1, let t = byBroker[.tally], let m = byBroker[.mosquitto], t.count == m.count {
+                    let ratios = zip(t, m).map { format($0.cpuMicrosPerDelivery / $1.cpuMicrosPerDelivery, 2) + "×" }
+                    progress("\(mode.rawValue), \(count) subscribers: Tally ÷ Mosquitto by round \(ratios.joined(separator: ", "))")
+                }
+                let results = brokers.compactMap { byBroker[$0].flatMap(FanoutBenchmark.pooled) }
                 let mosquitto = results.first { $0.broker == .mosquitto }
                 for r in results {
                     var ratio = ""

@@ -1,0 +1,67 @@
+"""`tally bench fanout` in miniature: the brokers take turns in rounds and
+each row pools its broker's rounds (README "Benchmarks", BENCHMARKS.md).
+
+Tiny loads (3 subscribers, 20 updates/s, well under a second per round) on
+127.0.0.1: these check what the command reports, not how fast anything is.
+Mosquitto is the second broker where it is installed.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from synclib import run_tally
+
+TIMEOUT = 120.0
+
+
+def table_rows(out: str) -> dict[tuple[str, str], list[str]]:
+    """The result table's data rows by (broker, mode)."""
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 14 and cells[0] in ("tally", "mosquitto"):
+            rows[(cells[0], cells[1])] = cells
+    return rows
+
+
+def fanout(*extra: str):
+    return run_tally(["bench", "fanout", "--subscribers", "3", "--rate", "20", "--drain", "1", *extra],
+                     None, TIMEOUT)
+
+
+def test_rounds_are_pooled_into_one_row_per_broker():
+    result = fanout("--mode", "records", "--broker", "tally", "--seconds", "1.5", "--rounds", "3")
+    assert result.rc == 0, result
+    for round_number in (1, 2, 3):
+        assert f"round {round_number} of 3" in result.err, result
+    rows = table_rows(result.out)
+    assert list(rows) == [("tally", "records")], result
+    cells = rows[("tally", "records")]
+    # 3 rounds of 0.5 s at 20 updates/s, to 3 subscribers: 3 × 10 × 3.
+    assert cells[4] == "90" and cells[5] == "90", result
+    assert float(cells[11]) > 0, "the hub's CPU time is measured finer than a 10 ms tick"
+
+
+@pytest.mark.skipif(shutil.which("mosquitto") is None, reason="needs Debian's mosquitto (scripts/install-deps.sh)")
+def test_brokers_alternate_and_the_ratio_is_of_the_pooled_figures():
+    result = fanout("--mode", "events", "--seconds", "1", "--rounds", "2")
+    assert result.rc == 0, result
+    assert "events, 3 subscribers: Tally ÷ Mosquitto by round" in result.err, result
+    starts = [line.split()[0] for line in result.err.splitlines() if " pid " in line and "opening" in line]
+    assert starts == ["tally", "mosquitto", "tally", "mosquitto"], result.err
+    rows = table_rows(result.out)
+    tally, mosquitto = rows[("tally", "events")], rows[("mosquitto", "events")]
+    assert tally[5] == mosquitto[5] == "60", result
+    ratio = float(tally[12]) / float(mosquitto[12])
+    assert tally[13] == f"{ratio:.2f}×", result
+
+
+@pytest.mark.parametrize("flag", ["0", "-1", "many"])
+def test_a_bad_rounds_count_is_refused(flag):
+    result = run_tally(["bench", "fanout", "--rounds", flag], None, 15.0)
+    assert result.rc == 2, result
+    assert "--rounds" in result.err, result
+    assert result.out == "", result
