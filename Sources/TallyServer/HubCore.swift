@@ -110,7 +110,7 @@ public final class HubCore: @unchecked Sendable {
     // (see `Connection.outbound` in TallyNet): one thread holds the core at
     // a time, and none is accessed while another access to it is open.
     @exclusivity(unchecked) private var units: [StoreUnit] = []
-    /// `process` handed units to the store (read and cleared by `combine`).
+    /// Whether the last `process` handed units to the store.
     private var unitsSubmitted = false
     @exclusivity(unchecked) private var held: [(seq: Int64, output: Output)] = []
     @exclusivity(unchecked) private var heldHead = 0
@@ -209,7 +209,6 @@ public final class HubCore: @unchecked Sendable {
         let stopped = process(batch, wakeWriter: !commitHere)
         assert(stopped == nil, "only the core thread takes a stop")
         let submitted = unitsSubmitted
-        unitsSubmitted = false
         mailbox.release()
         if commitHere && submitted { store.commitQueued() }
     }
@@ -276,7 +275,7 @@ public final class HubCore: @unchecked Sendable {
             }
         }
         for unit in units { store.submit(unit, wakeWriter: wakeWriter) }
-        if !units.isEmpty { unitsSubmitted = true }
+        unitsSubmitted = !units.isEmpty
         units.removeAll(keepingCapacity: true)
         release()
         return stopped
