@@ -62,23 +62,15 @@ import Testing
     /// into the next transaction: 1000 units, 2 onCommit calls, tokens in order.
     @Test(arguments: Backend.allCases)
     func groupCommitTakesEverythingQueued(backend: Backend) throws {
-        let entered = Latch()
-        let release = Latch()
-        let first = Latch()
-        let hooks = StoreTestHooks(beforeCommit: { tokens in
-            guard tokens == [1] else { return }
-            entered.open()
-            try? release.wait()
-            first.open()
-        })
-        let h = try StoreHarness(backend, hooks: hooks)
+        let held = HeldCommit()
+        let h = try StoreHarness(backend, hooks: held.hooks)
         let units = (0..<1_000).map { i in
             h.unit([.putRecord(record("r/\(i)", seq: Int64(i + 1)))], changes: [change(Int64(i + 1), .record, "r/\(i)")])
         }
         h.store.submit(units[0])
-        try entered.wait()
+        try held.entered.wait()
         for unit in units.dropFirst() { h.store.submit(unit) }
-        release.open()
+        held.release()
         let outcomes = try h.recorder.wait(for: units.map(\.token))
 
         #expect(outcomes.allSatisfy { $0.error == nil })

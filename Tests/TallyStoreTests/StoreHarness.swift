@@ -102,6 +102,24 @@ final class Latch: @unchecked Sendable {
     }
 }
 
+/// Stops the transaction of token 1 alone just before COMMIT until the test
+/// lets it go: pass `hooks` to the harness, wait for `entered`, then
+/// `release()`.
+final class HeldCommit: Sendable {
+    let entered = Latch()
+    private let released = Latch()
+
+    var hooks: StoreTestHooks {
+        StoreTestHooks(beforeCommit: { [entered, released] tokens in
+            guard tokens == [1] else { return }
+            entered.open()
+            try? released.wait()
+        })
+    }
+
+    func release() { released.open() }
+}
+
 /// A clock the test moves by hand.
 final class ManualClock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)

@@ -29,22 +29,16 @@ import Testing
     /// returns at once and the writer commits it next, on its own thread.
     @Test(arguments: Backend.allCases)
     func aBusyWriterKeepsTheQueue(backend: Backend) async throws {
-        let entered = Latch()
-        let release = Latch()
-        let hooks = StoreTestHooks(beforeCommit: { tokens in
-            guard tokens == [1] else { return }
-            entered.open()
-            try? release.wait()
-        })
-        let h = try StoreHarness(backend, hooks: hooks)
+        let held = HeldCommit()
+        let h = try StoreHarness(backend, hooks: held.hooks)
         let first = h.unit([.putRecord(record("first"))], changes: [change(1, .record, "first")])
         h.store.submit(first)
-        try entered.wait()
+        try held.entered.wait()
         let second = h.unit([.putRecord(record("second"))], changes: [change(2, .record, "second")])
         h.store.submit(second, wakeWriter: false)
         h.store.commitQueued()
         #expect(!h.recorder.all.contains { $0.tokens.contains(second.token) }, "not committed by the caller")
-        release.open()
+        held.release()
 
         let outcomes = try h.recorder.wait(for: [first.token, second.token])
         #expect(outcomes.allSatisfy { $0.error == nil && !$0.inPlace })
@@ -56,14 +50,8 @@ import Testing
     /// borrower is done — in order, with no transaction nested in another.
     @Test(arguments: Backend.allCases)
     func whatQueuesDuringABorrowGoesToTheWriterAfter(backend: Backend) async throws {
-        let entered = Latch()
-        let release = Latch()
-        let hooks = StoreTestHooks(beforeCommit: { tokens in
-            guard tokens == [1] else { return }
-            entered.open()
-            try? release.wait()
-        })
-        let h = try StoreHarness(backend, hooks: hooks)
+        let held = HeldCommit()
+        let h = try StoreHarness(backend, hooks: held.hooks)
         try await h.waitUntilWriterParks()
         let borrowed = h.unit([.putRecord(record("borrowed"))], changes: [change(1, .record, "borrowed")])
         let store = h.store
@@ -71,13 +59,13 @@ import Testing
             store.submit(borrowed, wakeWriter: false)
             store.commitQueued()
         }
-        try entered.wait()
+        try held.entered.wait()
         let woken = h.unit([.putRecord(record("woken"))], changes: [change(2, .record, "woken")])
         let deferred = h.unit([.putRecord(record("deferred"))], changes: [change(3, .record, "deferred")])
         h.store.submit(woken)
         h.store.submit(deferred, wakeWriter: false)
         h.store.commitQueued()  // borrowed already: leaves it
-        release.open()
+        held.release()
         StoreThread.join(borrower)
 
         let outcomes = try h.recorder.wait(for: [borrowed.token, woken.token, deferred.token])
