@@ -24,13 +24,19 @@
 /// the borrowing thread is done. Only a store idle for `inPlaceAfterIdle`
 /// lends: under load, commits follow each other closely and stay on the
 /// writer thread, where their I/O holds up no event loop (measured: lending
-/// under 100 closed-loop writers cost a fifth of their throughput).
+/// under 100 closed-loop writers cost a fifth of their throughput). Nor does
+/// a store whose last commit took longer than `inPlaceMaxCommit` (a slow
+/// disk): the borrower would hold up its other work for that long.
 final class GroupCommitter: @unchecked Sendable {
     /// How long the store must have been idle (no commit ending) before a
     /// submitter may commit in place. At light load — a write now and then —
     /// a thread wake-up costs more than blocking the submitter for one
     /// commit; under load the gaps between commits are far shorter.
     static let inPlaceAfterIdle: UInt64 = 2_000_000
+    /// The longest last commit after which a submitter may still commit in
+    /// place (about 0.2–1.5 ms here; a disk that needs more keeps commits on
+    /// the writer thread).
+    static let inPlaceMaxCommit: UInt64 = 2_000_000
     private enum Phase {
         /// Not started.
         case idle
@@ -51,8 +57,23 @@ final class GroupCommitter: @unchecked Sendable {
         var borrower: pthread_t?
         /// A borrower saw retention due: the writer runs a step when it wakes.
         var maintenanceRequested = false
-        /// When the last commit ended (monotonic nanoseconds).
+        /// When the last commit ended (monotonic nanoseconds), and how long it took.
         var lastCommitEnded: UInt64 = 0
+        var lastCommitTook: UInt64 = 0
+
+        /// Whether a submitter may borrow the backend now: the writer parked,
+        /// nobody else borrowing, the store idle and its commits quick.
+        func lends(now: UInt64) -> Bool {
+            guard case .running = phase, writerWaiting, borrower == nil, !stopRequested, !maintenanceRequested
+            else { return false }
+            return now &- lastCommitEnded >= GroupCommitter.inPlaceAfterIdle
+                && lastCommitTook <= GroupCommitter.inPlaceMaxCommit
+        }
+
+        mutating func commitEnded(began: UInt64, ended: UInt64) {
+            lastCommitEnded = ended
+            lastCommitTook = ended &- began
+        }
         /// Set under the lock when the writer decides to stop with an empty
         /// queue; later submissions are rejected instead of being stranded.
         var accepting = true
@@ -127,8 +148,7 @@ final class GroupCommitter: @unchecked Sendable {
             // Empty: someone took it. Writer busy: it takes the queue after its batch.
             // Borrowed: the borrower wakes the writer for the rest when done.
             guard !s.queue.isEmpty, s.writerWaiting, s.borrower == nil else { return .nothing }
-            guard case .running = s.phase, !s.stopRequested, !s.maintenanceRequested, let onCommit = s.onCommit,
-                  monotonicNanos() &- s.lastCommitEnded >= Self.inPlaceAfterIdle else {
+            guard s.lends(now: monotonicNanos()), let onCommit = s.onCommit else {
                 s.writerWaiting = false
                 return .wake
             }
@@ -142,12 +162,13 @@ final class GroupCommitter: @unchecked Sendable {
         case .wake:
             state.signal()
         case .commit(let batch, let onCommit):
+            let began = monotonicNanos()
             let handedBack = commit(batch, backend, onCommit, borrowed: true)
             let due = backend.maintenanceDue
             let ended = monotonicNanos()
             let wake: Bool = state.withLock { s in
                 s.borrower = nil
-                s.lastCommitEnded = ended
+                s.commitEnded(began: began, ended: ended)
                 if !handedBack.isEmpty { s.queue.insert(contentsOf: handedBack, at: 0) }
                 if due { s.maintenanceRequested = true }
                 guard s.writerWaiting, !s.queue.isEmpty || s.maintenanceRequested || s.stopRequested else {
@@ -197,10 +218,12 @@ final class GroupCommitter: @unchecked Sendable {
     /// idle long enough, so that `commitQueued` would commit in place (tests
     /// wait for this).
     var wouldLend: Bool {
-        state.withLock { s in
-            s.writerWaiting && s.borrower == nil && s.queue.isEmpty && !s.maintenanceRequested
-                && monotonicNanos() &- s.lastCommitEnded >= Self.inPlaceAfterIdle
-        }
+        state.withLock { s in s.queue.isEmpty && s.lends(now: monotonicNanos()) }
+    }
+
+    /// Whether the writer thread is parked with nothing queued (tests).
+    var writerIsParked: Bool {
+        state.withLock { s in s.writerWaiting && s.borrower == nil && s.queue.isEmpty && !s.maintenanceRequested }
     }
 
     /// Runs `body` with the backend before the writer thread has started
@@ -228,12 +251,12 @@ final class GroupCommitter: @unchecked Sendable {
         batch.reserveCapacity(1_024)
         // Retention may be due from an earlier run (or a smaller limit now).
         var maintenancePending = true
-        var commitEnded: UInt64?
+        var lastCommit: (began: UInt64, ended: UInt64)?
         while true {
             let next: Next = state.wait { s in
-                if let ended = commitEnded {
-                    s.lastCommitEnded = ended
-                    commitEnded = nil
+                if let (began, ended) = lastCommit {
+                    s.commitEnded(began: began, ended: ended)
+                    lastCommit = nil
                 }
                 if s.borrower != nil {
                     // The borrower wakes us when it hands the backend back.
@@ -258,8 +281,9 @@ final class GroupCommitter: @unchecked Sendable {
             }
             switch next {
             case .commit:
+                let began = monotonicNanos()
                 _ = commit(batch, backend, onCommit, borrowed: false)
-                commitEnded = monotonicNanos()
+                lastCommit = (began, monotonicNanos())
                 batch.removeAll(keepingCapacity: true)
                 maintenancePending = backend.maintain()
             case .maintain:

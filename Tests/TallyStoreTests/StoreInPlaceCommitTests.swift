@@ -95,6 +95,31 @@ import Testing
         #expect(try h.reader.changes(after: 0, limit: 100).map(\.seq) == Array(36...40))
     }
 
+    /// After a slow commit (a slow disk) the store does not lend: the
+    /// borrower would be held up that long. A quick commit on the writer
+    /// thread makes it lend again.
+    @Test(arguments: Backend.allCases)
+    func aSlowCommitKeepsTheNextOnTheWriter(backend: Backend) async throws {
+        let hooks = StoreTestHooks(beforeCommit: { tokens in
+            if tokens == [1] { usleep(5_000) }  // beyond GroupCommitter.inPlaceMaxCommit
+        })
+        let h = try StoreHarness(backend, hooks: hooks)
+        try h.commit([.putRecord(record("slow"))])
+        try await poll("the writer to park", timeoutMillis: 10_000, intervalMillis: 1) { h.committer.writerIsParked }
+        usleep(3_000)  // idle long enough: only the slow commit stands in the way
+        #expect(!h.committer.wouldLend)
+        let next = h.unit([.putRecord(record("next"))])
+        h.store.submit(next, wakeWriter: false)
+        h.store.commitQueued()
+        let outcome = try h.recorder.wait(for: [next.token])[0]
+        #expect(!outcome.inPlace, "the writer committed it")
+        try await h.waitUntilWriterParks()  // quick now: lends again
+        let third = h.unit([.putRecord(record("third"))])
+        h.store.submit(third, wakeWriter: false)
+        h.store.commitQueued()
+        #expect(h.recorder.all.last?.tokens == [third.token] && h.recorder.all.last?.inPlace == true)
+    }
+
     /// A database locked by another process is not waited for on the
     /// borrowing thread (an event loop must not sleep 5 s in SQLite's busy
     /// handler): the units go back to the writer, which waits and commits.
