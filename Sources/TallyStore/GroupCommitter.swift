@@ -21,22 +21,13 @@
 /// takes the queue and commits it itself, and `onCommit` runs there: a lone
 /// write then costs no thread wake-up before its commit and none after it.
 /// The writer stays parked meanwhile and takes over whatever queued up once
-/// the borrowing thread is done. Only a store idle for `inPlaceAfterIdle`
-/// lends: under load, commits follow each other closely and stay on the
-/// writer thread, where their I/O holds up no event loop (measured: lending
-/// under 100 closed-loop writers cost a fifth of their throughput). Nor does
-/// a store whose last commit took longer than `inPlaceMaxCommit` (a slow
-/// disk): the borrower would hold up its other work for that long.
+/// the borrowing thread is done. Only a store idle for 2 ms lends
+/// (`LendingRule`): under load, commits follow each other closely and stay
+/// on the writer thread, where their I/O holds up no event loop (measured:
+/// lending under 100 closed-loop writers cost a fifth of their throughput).
+/// Nor does a store whose last commit took longer than 2 ms (a slow disk):
+/// the borrower would hold up its other work for that long.
 final class GroupCommitter: @unchecked Sendable {
-    /// How long the store must have been idle (no commit ending) before a
-    /// submitter may commit in place. At light load — a write now and then —
-    /// a thread wake-up costs more than blocking the submitter for one
-    /// commit; under load the gaps between commits are far shorter.
-    static let inPlaceAfterIdle: UInt64 = 2_000_000
-    /// The longest last commit after which a submitter may still commit in
-    /// place (about 0.2–1.5 ms here; a disk that needs more keeps commits on
-    /// the writer thread).
-    static let inPlaceMaxCommit: UInt64 = 2_000_000
     private enum Phase {
         /// Not started.
         case idle
@@ -63,11 +54,10 @@ final class GroupCommitter: @unchecked Sendable {
 
         /// Whether a submitter may borrow the backend now: the writer parked,
         /// nobody else borrowing, the store idle and its commits quick.
-        func lends(now: UInt64) -> Bool {
+        func lends(now: UInt64, by rule: LendingRule) -> Bool {
             guard case .running = phase, writerWaiting, borrower == nil, !stopRequested, !maintenanceRequested
             else { return false }
-            return now &- lastCommitEnded >= GroupCommitter.inPlaceAfterIdle
-                && lastCommitTook <= GroupCommitter.inPlaceMaxCommit
+            return now &- lastCommitEnded >= rule.afterIdleNanos && lastCommitTook <= rule.maxCommitNanos
         }
 
         mutating func commitEnded(began: UInt64, ended: UInt64) {
@@ -88,9 +78,11 @@ final class GroupCommitter: @unchecked Sendable {
     /// Used by the writer thread, or by one borrower while `borrower` is set
     /// (handed over under the state's lock, never used by two at once).
     private let backend: any CommitBackend
+    private let lending: LendingRule
 
-    init(backend: any CommitBackend) {
+    init(backend: any CommitBackend, lending: LendingRule = .standard) {
         self.backend = backend
+        self.lending = lending
         state = Guarded(State(phase: .idle))
     }
 
@@ -148,7 +140,7 @@ final class GroupCommitter: @unchecked Sendable {
             // Empty: someone took it. Writer busy: it takes the queue after its batch.
             // Borrowed: the borrower wakes the writer for the rest when done.
             guard !s.queue.isEmpty, s.writerWaiting, s.borrower == nil else { return .nothing }
-            guard s.lends(now: monotonicNanos()), let onCommit = s.onCommit else {
+            guard s.lends(now: monotonicNanos(), by: lending), let onCommit = s.onCommit else {
                 s.writerWaiting = false
                 return .wake
             }
@@ -218,7 +210,7 @@ final class GroupCommitter: @unchecked Sendable {
     /// idle long enough, so that `commitQueued` would commit in place (tests
     /// wait for this).
     var wouldLend: Bool {
-        state.withLock { s in s.queue.isEmpty && s.lends(now: monotonicNanos()) }
+        state.withLock { s in s.queue.isEmpty && s.lends(now: monotonicNanos(), by: lending) }
     }
 
     /// Whether the writer thread is parked with nothing queued (tests).

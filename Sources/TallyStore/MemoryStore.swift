@@ -20,7 +20,8 @@ public final class MemoryStore: Store {
         self.tables = tables
         self.diagnostics = diagnostics
         committer = GroupCommitter(backend: MemoryWriter(tables: tables, diagnostics: diagnostics,
-                                                         retention: retention, clock: clock, hooks: hooks))
+                                                         retention: retention, clock: clock, hooks: hooks),
+                                   lending: hooks.lending ?? .standard)
     }
 
     deinit {

@@ -40,7 +40,7 @@ public final class SQLiteStore: Store {
             diagnostics: diagnostics)
         let writer = try SQLiteWriter(connection: connection, checkpointer: checkpointer, diagnostics: diagnostics,
                                       retention: retention, clock: clock, hooks: hooks)
-        committer = GroupCommitter(backend: writer)
+        committer = GroupCommitter(backend: writer, lending: hooks.lending ?? .standard)
     }
 
     deinit {

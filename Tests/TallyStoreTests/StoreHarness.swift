@@ -109,12 +109,14 @@ final class HeldCommit: Sendable {
     let entered = Latch()
     private let released = Latch()
 
-    var hooks: StoreTestHooks {
+    var hooks: StoreTestHooks { hooks(lending: nil) }
+
+    func hooks(lending: LendingRule?) -> StoreTestHooks {
         StoreTestHooks(beforeCommit: { [entered, released] tokens in
             guard tokens == [1] else { return }
             entered.open()
             try? released.wait()
-        })
+        }, lending: lending)
     }
 
     func release() { released.open() }
