@@ -103,14 +103,7 @@ import Testing
         let rule = LendingRule(afterIdleNanos: 60_000_000_000, maxCommitNanos: .max)  // idle a minute: never here
         let h = try StoreHarness(backend, hooks: StoreTestHooks(lending: rule))
         try h.commit([.putRecord(record("first"))])
-        try await poll("the writer to park", timeoutMillis: 10_000, intervalMillis: 1) { h.committer.writerIsParked }
-        #expect(!h.committer.wouldLend)
-        let next = h.unit([.putRecord(record("next"))])
-        h.store.submit(next, wakeWriter: false)
-        h.store.commitQueued()
-        let outcome = try h.recorder.wait(for: [next.token])[0]
-        #expect(outcome.error == nil)
-        #expect(!outcome.inPlace, "the writer, woken, committed it")
+        try await expectTheWriterCommitsTheNextUnit(h)
     }
 
     /// After a slow commit (a slow disk) the store does not lend: the
@@ -123,6 +116,12 @@ import Testing
         }, lending: rule)
         let h = try StoreHarness(backend, hooks: hooks)
         try h.commit([.putRecord(record("slow"))])
+        try await expectTheWriterCommitsTheNextUnit(h)
+    }
+
+    /// With the writer parked but the rule against lending, a unit queued
+    /// for `commitQueued` is committed by the writer, woken for it.
+    private func expectTheWriterCommitsTheNextUnit(_ h: StoreHarness) async throws {
         try await poll("the writer to park", timeoutMillis: 10_000, intervalMillis: 1) { h.committer.writerIsParked }
         #expect(!h.committer.wouldLend)
         let next = h.unit([.putRecord(record("next"))])
