@@ -15,8 +15,9 @@
 //   pthread mutex + condition (`GroupCommitter`); submit never does I/O.
 // - One writer thread owns the write connection, and only one thread writes
 //   at a time, so there is never write-lock contention inside the process.
-//   While the writer is parked, a submitter that would otherwise wait for
-//   the commit (an event loop at its iteration's end) borrows the
+//   While the writer is parked and the store idle (`LendingRule`: no commit
+//   for 2 ms, the last one quick), a submitter that would otherwise wait
+//   for the commit (an event loop at its iteration's end) borrows the
 //   connection and commits on its own thread (`commitQueued`): a lone write
 //   then wakes no thread before its commit or after it. The writer stays
 //   parked meanwhile and takes over what queued up behind.
