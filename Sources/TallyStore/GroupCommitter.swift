@@ -51,6 +51,12 @@ final class GroupCommitter: @unchecked Sendable {
         /// When the last commit ended (monotonic nanoseconds), and how long it took.
         var lastCommitEnded: UInt64 = 0
         var lastCommitTook: UInt64 = 0
+        /// Set under the lock when the writer decides to stop with an empty
+        /// queue; later submissions are rejected instead of being stranded.
+        var accepting = true
+        var stopRequested = false
+        var joinClaimed = false
+        var startError: StoreError?
 
         /// Whether a submitter may borrow the backend now: the writer parked,
         /// nobody else borrowing, the store idle and its commits quick.
@@ -64,12 +70,6 @@ final class GroupCommitter: @unchecked Sendable {
             lastCommitEnded = ended
             lastCommitTook = ended &- began
         }
-        /// Set under the lock when the writer decides to stop with an empty
-        /// queue; later submissions are rejected instead of being stranded.
-        var accepting = true
-        var stopRequested = false
-        var joinClaimed = false
-        var startError: StoreError?
     }
 
     private let state: Guarded<State>
@@ -313,7 +313,9 @@ final class GroupCommitter: @unchecked Sendable {
                 if index > start {
                     // The units before the failing one did nothing wrong: commit them again alone.
                     let again = monotonicNanos()
-                    switch backend.apply(batch[start..<index], waitForLocks: true) {
+                    let retried = backend.apply(batch[start..<index], waitForLocks: !borrowed)
+                    if borrowed, case .failed(nil, let error) = retried, error.isBusy { return batch[start...] }
+                    switch retried {
                     case .committed(let lastSeq):
                         report(batch[start..<index], lastSeq, again, nil)
                     case .failed(_, let error):
