@@ -110,8 +110,6 @@ public final class HubCore: @unchecked Sendable {
     // (see `Connection.outbound` in TallyNet): one thread holds the core at
     // a time, and none is accessed while another access to it is open.
     @exclusivity(unchecked) private var units: [StoreUnit] = []
-    /// Whether the last `process` handed units to the store.
-    private var unitsSubmitted = false
     @exclusivity(unchecked) private var held: [(seq: Int64, output: Output)] = []
     @exclusivity(unchecked) private var heldHead = 0
     /// Indexed by loop id (a handful of loops: scanning them is cheaper
@@ -206,9 +204,8 @@ public final class HubCore: @unchecked Sendable {
     private func combine(_ batch: [Input], commitHere: Bool = false) {
         guard mailbox.claim(orPost: batch) else { return }
         metrics.coreBatchesInPlace.add(1, ordering: .relaxed)
-        let stopped = process(batch, wakeWriter: !commitHere)
+        let (stopped, submitted) = process(batch, wakeWriter: !commitHere)
         assert(stopped == nil, "only the core thread takes a stop")
-        let submitted = unitsSubmitted
         mailbox.release()
         if commitHere && submitted { store.commitQueued() }
     }
@@ -240,7 +237,7 @@ public final class HubCore: @unchecked Sendable {
         while true {
             let batch = mailbox.takeAll(reusing: &spare)
             metrics.coreBatchesQueued.add(1, ordering: .relaxed)
-            if let stopped = process(batch) {
+            if let stopped = process(batch).stopped {
                 store.close()
                 stopped()
                 return
@@ -250,8 +247,9 @@ public final class HubCore: @unchecked Sendable {
 
     /// The core's work for one batch, on whichever thread holds the core
     /// (see `CoreMailbox`). Returns the stop request's callback if the batch
-    /// held one.
-    private func process(_ batch: [Input], wakeWriter: Bool = true) -> (@Sendable () -> Void)? {
+    /// held one, and whether it handed units to the store.
+    private func process(_ batch: [Input], wakeWriter: Bool = true)
+        -> (stopped: (@Sendable () -> Void)?, submitted: Bool) {
         var stopped: (@Sendable () -> Void)?
         for input in batch {
             switch input {
@@ -275,10 +273,10 @@ public final class HubCore: @unchecked Sendable {
             }
         }
         for unit in units { store.submit(unit, wakeWriter: wakeWriter) }
-        unitsSubmitted = !units.isEmpty
+        let submitted = !units.isEmpty
         units.removeAll(keepingCapacity: true)
         release()
-        return stopped
+        return (stopped, submitted)
     }
 
     private func open(_ session: Session) {
