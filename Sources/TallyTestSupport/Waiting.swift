@@ -20,3 +20,16 @@ public func poll(_ what: String, timeoutMillis: Int, intervalMillis: Int = 10,
         try await Task.sleep(for: .milliseconds(intervalMillis))
     }
 }
+
+/// `poll` for synchronous tests: checks `condition` every `intervalMillis`
+/// (blocking the calling thread in between) until it holds, and throws a
+/// `TestFailure` naming `what` once `timeoutMillis` have passed.
+public func waitUntil(_ what: String, timeoutMillis: Int, intervalMillis: Int = 1,
+                      _ condition: () throws -> Bool) throws {
+    let deadline = monotonicMillis() + Int64(timeoutMillis)
+    while true {
+        if try condition() { return }
+        if monotonicMillis() > deadline { throw TestFailure("timed out waiting for \(what)") }
+        usleep(UInt32(intervalMillis) * 1_000)
+    }
+}

@@ -1,4 +1,3 @@
-@preconcurrency import Glibc
 import Dispatch
 import Synchronization
 import Testing
@@ -6,6 +5,7 @@ import TallyNet
 import TallyProtocol
 import TallyTestSupport
 @testable import TallyServer
+@testable import TallyStore
 
 /// Flat combining (ARCHITECTURE.md, "The sync engine"): a thread that brings
 /// core work while the core is idle does it in place; while anyone does core
@@ -49,43 +49,56 @@ struct CoreCombiningTests {
     /// not handed to the core thread; subscribers on both loops still get it.
     @Test func aLoneRequestIsHandledInPlace() throws {
         try withHub { hub in
-            let subscribers = try (0..<4).map { _ in try hub.connect() }
-            for subscriber in subscribers { try subscriber.ok(#"{"op":"subscribe","topic":"t"}"#) }
-            let publisher = try hub.connect()
-            let before = hub.hub.core.metrics.coreBatchesInPlace.load(ordering: .relaxed)
-            for index in 0..<20 {
-                try publisher.ok(#"{"op":"publish","topic":"t","data":{"n":\#(index)}}"#)
-                for subscriber in subscribers { #expect(try subscriber.push()["data"] == ["n": .int(Int64(index))]) }
-            }
-            let inPlace = hub.hub.core.metrics.coreBatchesInPlace.load(ordering: .relaxed) - before
+            let metrics = hub.hub.core.metrics
+            let inPlace = try countWhileSendingLoneRequests(
+                hub, subscribe: #"{"op":"subscribe","topic":"t"}"#,
+                counter: { metrics.coreBatchesInPlace.load(ordering: .relaxed) },
+                request: { #"{"op":"publish","topic":"t","data":{"n":\#($0)}}"# },
+                check: { push, index in #expect(push["data"] == ["n": .int(Int64(index))]) })
             #expect(inPlace >= 10, "most of 20 lone publishes ran in place (\(inPlace))")
-            let metrics = String(decoding: try hub.http("GET", "/metrics").body, as: UTF8.self)
-            #expect(metrics.contains("tally_core_batches_total{thread=\"in_place\"}"))
+            let text = String(decoding: try hub.http("GET", "/metrics").body, as: UTF8.self)
+            #expect(text.contains("tally_core_batches_total{thread=\"in_place\"}"))
         }
     }
 
     /// A lone durable write with the store idle is committed on the loop
     /// that received it (no store-writer wake-up), and still reaches
-    /// subscribers on both loops, once, after its commit. (Lone: 5 ms apart,
-    /// more than the idle time after which the store lends its connection.)
+    /// subscribers on both loops, once, after its commit. (Lone: each sent
+    /// once the store would lend its connection again.)
     @Test func aLoneDurableWriteIsCommittedInPlace() throws {
         let directory = try TemporaryDirectory()
         try withHub(dataDirectory: directory.path) { hub in
-            let subscribers = try (0..<4).map { _ in try hub.connect() }
-            for subscriber in subscribers { try subscriber.ok(#"{"op":"subscribe","name":"lone"}"#) }
-            let writer = try hub.connect()
             let metrics = hub.hub.core.metrics
-            let before = metrics.commitsInPlace.load(ordering: .relaxed)
-            for index in 1...20 {
-                usleep(5_000)
-                try writer.ok(#"{"op":"set","name":"lone","data":{"n":\#(index)}}"#)
-                for subscriber in subscribers { #expect(try subscriber.push()["version"] == .int(Int64(index))) }
-            }
-            let inPlace = metrics.commitsInPlace.load(ordering: .relaxed) - before
+            let committer = try #require(hub.hub.core.store as? SQLiteStore).committer
+            let inPlace = try countWhileSendingLoneRequests(
+                hub, subscribe: #"{"op":"subscribe","name":"lone"}"#,
+                counter: { metrics.commitsInPlace.load(ordering: .relaxed) },
+                beforeEach: { try waitUntil("the store to lend", timeoutMillis: messageTimeout) { committer.wouldLend } },
+                request: { #"{"op":"set","name":"lone","data":{"n":\#($0)}}"# },
+                check: { push, index in #expect(push["version"] == .int(Int64(index))) })
             #expect(inPlace >= 10, "most of 20 lone writes committed in place (\(inPlace))")
             let text = String(decoding: try hub.http("GET", "/metrics").body, as: UTF8.self)
             #expect(text.contains("tally_commits_in_place_total "))
         }
+    }
+
+    /// Sends requests 1...20 from one connection, each only after the last
+    /// reached four subscribers (checked by `check`), and returns how far
+    /// `counter` moved meanwhile.
+    private func countWhileSendingLoneRequests(
+        _ hub: HubFixture, subscribe: String, counter: () -> Int, beforeEach: () throws -> Void = {},
+        request: (Int) -> String, check: (Message, Int) -> Void
+    ) throws -> Int {
+        let subscribers = try (0..<4).map { _ in try hub.connect() }
+        for subscriber in subscribers { try subscriber.ok(subscribe) }
+        let sender = try hub.connect()
+        let before = counter()
+        for index in 1...20 {
+            try beforeEach()
+            try sender.ok(request(index))
+            for subscriber in subscribers { check(try subscriber.push(), index) }
+        }
+        return counter() - before
     }
 
     /// Durable writes from many connections at once: every one acknowledged

@@ -3,12 +3,10 @@ each row pools its broker's rounds (README "Benchmarks", BENCHMARKS.md).
 
 Tiny loads (3 subscribers, 20 updates/s, well under a second per round) on
 127.0.0.1: these check what the command reports, not how fast anything is.
-Mosquitto is the second broker where it is installed.
+Mosquitto is the second broker (scripts/install-deps.sh test installs it).
 """
 
 from __future__ import annotations
-
-import shutil
 
 import pytest
 
@@ -45,7 +43,6 @@ def test_rounds_are_pooled_into_one_row_per_broker():
     assert float(cells[11]) > 0, "the hub's CPU time is measured finer than a 10 ms tick"
 
 
-@pytest.mark.skipif(shutil.which("mosquitto") is None, reason="needs Debian's mosquitto (scripts/install-deps.sh)")
 def test_brokers_alternate_and_the_ratio_is_of_the_pooled_figures():
     result = fanout("--mode", "events", "--seconds", "1", "--rounds", "2")
     assert result.rc == 0, result
