@@ -21,14 +21,8 @@ public final class RestartableHub {
     public var url: String { "ws://127.0.0.1:\(port)/v1/ws" }
 
     public func configuration(port: Int) -> HubConfiguration {
-        var configuration = HubConfiguration()
-        configuration.server.host = "127.0.0.1"
-        configuration.server.port = port
-        configuration.server.threads = 1
-        configuration.server.logger = .disabled
-        configuration.server.shutdownGraceMillis = 500
-        configuration.echo = false
-        configuration.dataDirectory = dataDirectory
+        var configuration = HubConfiguration.forTests(dataDirectory: dataDirectory, port: port, threads: 1,
+                                                      shutdownGraceMillis: 500)
         adjust(&configuration)
         return configuration
     }
@@ -66,4 +60,21 @@ public final class RestartableHub {
     private var ownedDirectory: TemporaryDirectory?
 
     deinit { stop() }
+}
+
+extension HubConfiguration {
+    /// A hub for tests: 127.0.0.1 (`port` 0: any free one), no log, no
+    /// echo endpoint, the store in `dataDirectory` (":memory:" for none).
+    public static func forTests(dataDirectory: String, port: Int = 0, threads: Int,
+                                shutdownGraceMillis: Int64) -> HubConfiguration {
+        var configuration = HubConfiguration()
+        configuration.server.host = "127.0.0.1"
+        configuration.server.port = port
+        configuration.server.threads = threads
+        configuration.server.logger = .disabled
+        configuration.server.shutdownGraceMillis = shutdownGraceMillis
+        configuration.echo = false
+        configuration.dataDirectory = dataDirectory
+        return configuration
+    }
 }

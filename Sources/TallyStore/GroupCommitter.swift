@@ -66,6 +66,10 @@ final class GroupCommitter: @unchecked Sendable {
             return now &- lastCommitEnded >= rule.afterIdleNanos && lastCommitTook <= rule.maxCommitNanos
         }
 
+        var parkedWithNothingToDo: Bool {
+            writerWaiting && borrower == nil && queue.isEmpty && !maintenanceRequested
+        }
+
         mutating func commitEnded(began: UInt64, ended: UInt64) {
             lastCommitEnded = ended
             lastCommitTook = ended &- began
@@ -215,7 +219,16 @@ final class GroupCommitter: @unchecked Sendable {
 
     /// Whether the writer thread is parked with nothing queued (tests).
     var writerIsParked: Bool {
-        state.withLock { s in s.writerWaiting && s.borrower == nil && s.queue.isEmpty && !s.maintenanceRequested }
+        state.withLock { $0.parkedWithNothingToDo }
+    }
+
+    /// Whether the writer is parked and the store has been idle long enough
+    /// to lend — how quick its last commit was aside, which a loaded machine
+    /// decides (tests).
+    var writerIsParkedAndIdle: Bool {
+        state.withLock { s in
+            s.parkedWithNothingToDo && monotonicNanos() &- s.lastCommitEnded >= lending.afterIdleNanos
+        }
     }
 
     /// Runs `body` with the backend before the writer thread has started

@@ -4,6 +4,7 @@ import TallyNet
 import TallyProtocol
 @testable import TallyServer
 import TallyStore
+import TallyHubTestSupport
 import TallyTestSupport
 import TallyWebSocket
 
@@ -23,14 +24,8 @@ final class HubFixture {
     var port: Int { hub.port }
 
     init(dataDirectory: String = ":memory:", _ adjust: (inout HubConfiguration) -> Void = { _ in }) throws {
-        var configuration = HubConfiguration()
-        configuration.server.host = "127.0.0.1"
-        configuration.server.port = 0
-        configuration.server.threads = 2
-        configuration.server.logger = .disabled
-        configuration.server.shutdownGraceMillis = 1_000
-        configuration.echo = false
-        configuration.dataDirectory = dataDirectory
+        var configuration = HubConfiguration.forTests(dataDirectory: dataDirectory, threads: 2,
+                                                      shutdownGraceMillis: 1_000)
         adjust(&configuration)
         hub = try Hub(configuration: configuration)
         do {
