@@ -14,21 +14,14 @@ swift build -c release >/dev/null
 tally=.build/release/tally
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+. scripts/lib/callgrind-serve.sh
 
 run() {
   local messages=$1 out=$work/cg.$1
-  valgrind --tool=callgrind --callgrind-out-file="$out" "$tally" serve --port 0 --threads 1 --log-level warning \
-    >"$work/serve.out" 2>"$work/serve.err" &
-  local pid=$!
-  for _ in $(seq 200); do grep -q listening "$work/serve.out" 2>/dev/null && break; sleep 0.1; done
-  local port
-  port=$(grep -o '[0-9]*$' "$work/serve.out")
-  "$tally" bench echo --url "ws://127.0.0.1:$port/echo" --connections 10 --messages $((messages / 10)) --size "$size" \
+  callgrind_start "$out" --port 0 --threads 1 --log-level warning
+  "$tally" bench echo --url "ws://127.0.0.1:$hub_port/echo" --connections 10 --messages $((messages / 10)) --size "$size" \
     --no-compression "${extra[@]}" >"$work/bench.out" 2>&1 || cat "$work/bench.out" >&2
-  kill -INT "$pid"
-  wait "$pid" || true
-  : > "$work/serve.out"
-  callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
+  callgrind_stop "$out"
 }
 
 a=$(run "$n")

@@ -12,21 +12,13 @@ swift build -c release --product tally >/dev/null
 tally=.build/release/tally
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+. scripts/lib/callgrind-serve.sh
 
 run() {
   local events=$1 out=$work/cg.$1
-  valgrind --tool=callgrind --callgrind-out-file="$out" "$tally" serve --host 127.0.0.1 --port 0 --data :memory: \
-    --no-echo --log-level warning >"$work/serve.out" 2>"$work/serve.err" &
-  local pid=$!
-  for _ in $(seq 300); do grep -q listening "$work/serve.out" 2>/dev/null && break; sleep 0.1; done
-  local port
-  port=$(grep -o '[0-9]*$' "$work/serve.out" | head -1)
-  python3 Tests/bench/fanout_load.py "$port" "$events" >&2
-  # Under valgrind a signal can wait for the next system call: ask until it goes.
-  for _ in $(seq 15); do kill -INT "$pid" 2>/dev/null || break; sleep 2; kill -0 "$pid" 2>/dev/null || break; done
-  wait "$pid" || true
-  : > "$work/serve.out"
-  callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
+  callgrind_start "$out" --host 127.0.0.1 --port 0 --data :memory: --no-echo --log-level warning
+  python3 Tests/bench/fanout_load.py "$hub_port" "$events" >&2
+  callgrind_stop "$out"
 }
 
 a=$(run "$n")
