@@ -346,7 +346,8 @@ enum MirrorCommand {
 
     static func status(_ a: Arguments, _ path: String) throws {
         guard a.positionals.isEmpty else { throw UsageError(message: "mirror status takes no arguments") }
-        let running = try MirrorRunLock.isHeld(store: path)
+        let running: Bool
+        do { running = try MirrorRunLock.isHeld(store: path) } catch { throw CLIError.disconnected(error.message) }
         guard access(path, F_OK) == 0 else {
             // A 'mirror run' that is just starting has not created it yet.
             if a.flag("json") {

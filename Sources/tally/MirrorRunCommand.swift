@@ -150,31 +150,6 @@ enum MirrorRunCommand {
     }
 }
 
-/// The lock that makes `mirror run` one per store: flock(2) on `<store>.lock`,
-/// released when the process ends however it ends (a SIGKILLed run leaves no
-/// stale lock, and `mirror status` can tell nobody runs).
-struct MirrorRunLock {
-    let lock: OutboxLock
-
-    static func acquire(store path: String) throws(OutboxError) -> MirrorRunLock? {
-        try OutboxLock.acquire(path: "\(path).lock", wait: false).map(MirrorRunLock.init(lock:))
-    }
-
-    /// Whether some process holds the lock right now.
-    static func isHeld(store path: String) throws(CLIError) -> Bool {
-        guard access("\(path).lock", F_OK) == 0 else { return false }
-        do {
-            guard let probe = try OutboxLock.acquire(path: "\(path).lock", wait: false) else { return true }
-            probe.release()
-            return false
-        } catch {
-            throw .disconnected(error.message)
-        }
-    }
-
-    func release() { lock.release() }
-}
-
 /// Resync progress on stderr: a bar redrawn in place on a terminal, a line
 /// per phase otherwise (and one when a counted phase is complete); steps
 /// too small to matter (`ResyncState.worthShowing`) are not shown. The
