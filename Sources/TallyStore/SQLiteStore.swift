@@ -35,6 +35,7 @@ public final class SQLiteStore: Store {
         self.diagnostics = diagnostics
         let connection = try SQLiteConnection(path: path, role: .writer, durability: durability)
         try SQLiteSchema.migrate(connection)
+        try connection.presizeWAL()
         let checkpointer = SQLiteCheckpointer(
             connection: try SQLiteConnection(path: path, role: .checkpointer, durability: durability),
             diagnostics: diagnostics)

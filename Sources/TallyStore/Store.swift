@@ -52,6 +52,10 @@
 // size through `sqlite3_wal_hook`, and signals the checkpointer, which runs a
 // PASSIVE checkpoint ("without waiting for any database readers or writers to
 // finish") on its own connection. Close ends with a TRUNCATE checkpoint.
+// Open writes zeros past the end of the WAL until it holds the checkpoint
+// threshold and a quarter (`presizeWAL`): a commit that grows the file makes
+// its fdatasync write the inode and block map as well, about twice the
+// device requests of one that lands inside it.
 //
 // # Durability
 //

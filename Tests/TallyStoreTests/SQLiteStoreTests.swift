@@ -138,6 +138,32 @@ import Testing
         #expect(stat(wal, &info) != 0 || info.st_size == 0, "the WAL is empty or gone after close")
     }
 
+    /// The WAL has its working size from the open on, so commits overwrite
+    /// blocks it already has instead of growing it (which costs fdatasync an
+    /// inode and block-map write per commit); a reopen finds the frames a
+    /// killed process left and keeps them.
+    @Test func theWALIsSizedAtOpenSoCommitsDoNotGrowIt() throws {
+        let h = try StoreHarness(.sqlite)
+        let wal = try #require(h.directory).path + "/" + SQLiteStore.fileName + "-wal"
+        let pageSize = try #require(h.reader as? SQLiteReader).connection.queryInt("PRAGMA page_size")
+        let presized = 32 + SQLiteConnection.presizedWALFrames * (24 + pageSize)
+        #expect(try fileSize(wal) == presized)
+        for seq in Int64(1)...40 {
+            try h.commit([.putRecord(record("r\(seq)", seq: seq))], changes: [change(seq, .record, "r\(seq)")])
+        }
+        #expect(try fileSize(wal) == presized, "40 commits landed inside the presized file")
+
+        let image = try TemporaryDirectory(prefix: "tally-crash")
+        let source = try #require(h.directory).path + "/" + SQLiteStore.fileName
+        try copyFile(source, image.path + "/" + SQLiteStore.fileName)
+        try copyFile(wal, image.path + "/" + SQLiteStore.fileName + "-wal")
+        let recovered = try StoreHarness(.sqlite, directory: image)
+        #expect(try recovered.reader.state().headSeq == 40, "the frames before the zeros are recovered")
+        #expect(try recovered.reader.state().recordCount == 40)
+        #expect(try fileSize(image.path + "/" + SQLiteStore.fileName + "-wal") == presized,
+                "presizing again keeps the recovered frames and adds nothing")
+    }
+
     /// Record prefix scans are index ranges; change queries are seq ranges
     /// (the log has no per-entity index: a write would pay a random page for
     /// it, and resumes read forward from their seq anyway).
@@ -181,4 +207,10 @@ extension SQLiteConnection {
         while try statement.step() { lines.append(statement.text(3)) }
         return lines.joined(separator: "; ")
     }
+}
+
+func fileSize(_ path: String) throws -> Int64 {
+    var info = stat()
+    guard stat(path, &info) == 0 else { throw TestFailure("stat \(path): errno \(errno)") }
+    return Int64(info.st_size)
 }

@@ -1,0 +1,80 @@
+import CSQLite
+
+/// Gives the WAL file its working size before the first commit, so that no
+/// commit has to grow it.
+///
+/// A commit that appends past the end of the WAL makes fdatasync(2) write the
+/// file's new size and block map too (the inode, and on ext4 without a
+/// journal the allocation bitmaps): measured here with `/sys/block/vda/stat`,
+/// 3.9 write requests per durable commit against 2.0 for a commit that lands
+/// inside the file, and about half the system CPU. Once a checkpoint has
+/// copied everything, the next writer starts the WAL over from its beginning
+/// ("the WAL file is reused rather than deleted", sqlite.org/wal.html), so a
+/// long-running store reaches the cheap case on its own — but only after its
+/// first checkpoint, and the close's TRUNCATE checkpoint sends every restart
+/// back to an empty file.
+///
+/// The zeros written past the end are never taken for frames: recovery reads
+/// frames "until … a frame is found whose salt values do not match the header
+/// or whose checksum is invalid" (sqlite.org/fileformat2.html, "WAL File
+/// Format"), exactly as it does for the stale frames a reused WAL holds past
+/// its current end. Space that `posix_fallocate` merely reserves does not
+/// help: the first write into each of its blocks still changes the block map
+/// (3.0 requests a commit, measured beside the figures above).
+extension SQLiteConnection {
+    /// Frames the WAL is sized for: the checkpoint threshold, plus a quarter
+    /// for the commits that land while the checkpoint runs.
+    static let presizedWALFrames: Int64 = Int64(SQLiteCheckpointer.walPagesThreshold) * 5 / 4
+
+    /// Writes zeros after the WAL's last byte until the file can hold
+    /// `frames` frames, through SQLite's own handle on the file and under
+    /// the write lock, so nothing is appended meanwhile. Bytes already in
+    /// the file (frames a crashed process left for recovery) are untouched.
+    ///
+    /// - Returns: the bytes written (0 when the file was already that big).
+    @discardableResult
+    func presizeWAL(frames: Int64 = presizedWALFrames) throws(StoreError) -> Int64 {
+        let pageSize = try queryInt("PRAGMA page_size")
+        // A WAL is a 32-byte header, then frames of a 24-byte header and one page.
+        let target = 32 + frames * (24 + pageSize)
+        try execute("BEGIN IMMEDIATE")
+        do throws(StoreError) {
+            let written = try appendZeros(upTo: target)
+            try execute("COMMIT")
+            return written
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    private func appendZeros(upTo target: Int64) throws(StoreError) -> Int64 {
+        // "a pointer to the sqlite3_file object for the rollback journal or
+        // WAL file" (sqlite.org/c3ref/c_fcntl_begin_atomic_write.html); a
+        // write transaction has the WAL open.
+        var pointer: UnsafeMutablePointer<sqlite3_file>?
+        try check(sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &pointer), "find the WAL file")
+        guard let file = pointer, let methods = file.pointee.pMethods,
+              let fileSize = methods.pointee.xFileSize, let write = methods.pointee.xWrite,
+              let sync = methods.pointee.xSync else {
+            throw StoreError(code: SQLITE_ERROR, message: "the WAL file is not open", operation: "presize the WAL")
+        }
+        var size: sqlite3_int64 = 0
+        try check(fileSize(file, &size), "read the WAL's size")
+        guard size < target else { return 0 }
+        let zeros = [UInt8](repeating: 0, count: 65_536)
+        var offset = size
+        while offset < target {
+            let count = Int32(min(Int64(zeros.count), target - offset))
+            let rc = zeros.withUnsafeBytes { write(file, $0.baseAddress, count, offset) }
+            guard rc == SQLITE_OK else {
+                throw StoreError(code: rc, message: "cannot write \(target - size) bytes to the WAL (is the disk full?)",
+                                 operation: "presize the WAL")
+            }
+            offset += Int64(count)
+        }
+        // Once, so the first commit does not pay for the new blocks' allocation.
+        try check(sync(file, SQLITE_SYNC_NORMAL), "sync the presized WAL")
+        return target - size
+    }
+}
