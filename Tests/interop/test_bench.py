@@ -1,5 +1,7 @@
 """`tally bench fanout` in miniature: the brokers take turns in rounds and
-each row pools its broker's rounds (README "Benchmarks", BENCHMARKS.md).
+each row pools its broker's rounds (README "Benchmarks", BENCHMARKS.md); and
+`scripts/device-writes-per-set.py`, which counts a build's device requests
+per durable set.
 
 Tiny loads (3 subscribers, 20 updates/s, well under a second per round) on
 127.0.0.1: these check what the command reports, not how fast anything is.
@@ -8,8 +10,14 @@ Mosquitto is the second broker (scripts/install-deps.sh test installs it).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
+
 import pytest
 
+from conftest import REPO, TALLY_BIN
 from synclib import run_tally
 
 TIMEOUT = 120.0
@@ -64,3 +72,35 @@ def test_a_bad_rounds_count_is_refused(flag):
     assert result.rc == 2, result
     assert "--rounds" in result.err, result
     assert result.out == "", result
+
+
+def run_device_writes(*args: str) -> subprocess.CompletedProcess:
+    script = REPO / "scripts" / "device-writes-per-set.py"
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def test_device_writes_per_set_prints_one_row_per_binary_and_run():
+    # Beside the build, which is on a disk; the temporary directory may be a tmpfs.
+    with tempfile.TemporaryDirectory(dir=REPO / ".build") as parent:
+        result = run_device_writes(str(TALLY_BIN), "--sets", "5", "--rate", "50", "--repeat", "2", "--dir", parent)
+        assert result.returncode == 0, result
+        rows = [line for line in result.stdout.splitlines() if line.startswith(f"| {TALLY_BIN} |")]
+        assert len(rows) == 2, result.stdout
+        for row in rows:
+            writes, discards, flushes = (float(cell) for cell in row.strip("|").split("|")[2:])
+            assert writes >= 1, "every durable set is written to the device before it is acknowledged"
+            assert discards >= 0 and flushes >= 0, row
+        assert os.listdir(parent) == [], "the hubs' data directories are removed"
+
+
+@pytest.mark.parametrize("args, complaint", [
+    (["--sets", "0"], "--sets"),
+    (["--dir", "/dev/shm"], "pass --dir on a disk"),
+    (["/nonexistent/tally"], "is not an executable"),
+])
+def test_device_writes_per_set_refuses_bad_arguments(args, complaint):
+    binaries = [] if args[0].startswith("/nonexistent") else [str(TALLY_BIN)]
+    result = run_device_writes(*binaries, *args)
+    assert result.returncode == 2, result
+    assert complaint in result.stderr, result.stderr
+    assert "| binary |" not in result.stdout
