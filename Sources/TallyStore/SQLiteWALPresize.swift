@@ -3,24 +3,28 @@ import CSQLite
 /// Gives the WAL file its working size before the first commit, so that no
 /// commit has to grow it.
 ///
-/// A commit that appends past the end of the WAL makes fdatasync(2) write the
-/// file's new size and block map too (the inode, and on ext4 without a
-/// journal the allocation bitmaps): measured here with `/sys/block/vda/stat`,
-/// 3.9 write requests per durable commit against 2.0 for a commit that lands
-/// inside the file, and about half the system CPU. Once a checkpoint has
-/// copied everything, the next writer starts the WAL over from its beginning
-/// ("the WAL file is reused rather than deleted", sqlite.org/wal.html), so a
-/// long-running store reaches the cheap case on its own — but only after its
-/// first checkpoint, and the close's TRUNCATE checkpoint sends every restart
-/// back to an empty file.
+/// A commit that appends past the end of the WAL makes the file system
+/// allocate blocks inside the commit's fdatasync(2). On this project's
+/// machine (ext4 without a journal, mounted with `discard`) that added
+/// write requests and discards to durable commits:
+/// `scripts/device-writes-per-set.py`, 300 sets at 100/s on a fresh hub,
+/// counted 3.0–3.9 writes (the flush included) and 0.1–0.5 discards per set
+/// on a growing WAL, and a steady 3.0 and none inside a presized one; hub
+/// CPU per delivered durable update fell by about a tenth (BENCHMARKS.md,
+/// "WAL sized at open"). Once a checkpoint has copied everything, the next
+/// writer starts the WAL over from its beginning and overwrites it without
+/// truncating it (sqlite.org/wal.html, "Checkpointing"), so a busy store
+/// reaches the cheap case on its own — but only after its first checkpoint
+/// (1,000 pages: minutes at a stock room's write rate), and the close's
+/// TRUNCATE checkpoint sends every restart back to an empty file.
 ///
-/// The zeros written past the end are never taken for frames: recovery reads
-/// frames "until … a frame is found whose salt values do not match the header
-/// or whose checksum is invalid" (sqlite.org/fileformat2.html, "WAL File
-/// Format"), exactly as it does for the stale frames a reused WAL holds past
-/// its current end. Space that `posix_fallocate` merely reserves does not
-/// help: the first write into each of its blocks still changes the block map
-/// (3.0 requests a commit, measured beside the figures above).
+/// The zeros written past the end are never taken for frames: a frame is
+/// valid only when its salts match the WAL header's and its checksum matches
+/// the running checksum (sqlite.org/fileformat2.html, "WAL File Format"), so
+/// recovery stops at the first zero frame, exactly as it stops at the stale
+/// frames a reused WAL holds past its current end. Space that
+/// `posix_fallocate` merely reserves would not do: the first write into each
+/// of its blocks still changes the block map.
 extension SQLiteConnection {
     /// Frames the WAL is sized for: the checkpoint threshold, plus a quarter
     /// for the commits that land while the checkpoint runs.

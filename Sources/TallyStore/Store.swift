@@ -54,8 +54,9 @@
 // finish") on its own connection. Close ends with a TRUNCATE checkpoint.
 // Open writes zeros past the end of the WAL until it holds the checkpoint
 // threshold and a quarter (`presizeWAL`): a commit that grows the file makes
-// its fdatasync write the inode and block map as well, about twice the
-// device requests of one that lands inside it.
+// the file system allocate blocks inside its fdatasync, which costs device
+// requests (discards, on this machine) and CPU that a commit landing inside
+// the file does not pay.
 //
 // # Durability
 //
