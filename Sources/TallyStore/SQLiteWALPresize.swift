@@ -53,9 +53,10 @@ extension SQLiteConnection {
     }
 
     private func appendZeros(upTo target: Int64) throws(StoreError) -> Int64 {
-        // "a pointer to the sqlite3_file object for the rollback journal or
-        // WAL file" (sqlite.org/c3ref/c_fcntl_begin_atomic_write.html); a
-        // write transaction has the WAL open.
+        // SQLITE_FCNTL_JOURNAL_POINTER "returns the sqlite3_file object
+        // associated with the journal file instead of the main database"
+        // (sqlite.org/c3ref/file_control.html) — in WAL mode, the WAL, which
+        // a write transaction has open.
         var pointer: UnsafeMutablePointer<sqlite3_file>?
         try check(sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &pointer), "find the WAL file")
         guard let file = pointer, let methods = file.pointee.pMethods,

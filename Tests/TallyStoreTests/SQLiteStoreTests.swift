@@ -139,9 +139,9 @@ import Testing
     }
 
     /// The WAL has its working size from the open on, so commits overwrite
-    /// blocks it already has instead of growing it (which costs fdatasync an
-    /// inode and block-map write per commit); a reopen finds the frames a
-    /// killed process left and keeps them.
+    /// blocks it already has instead of growing it (which makes each commit's
+    /// fdatasync allocate blocks); a reopen finds the frames a killed
+    /// process left before the zeros and keeps them.
     @Test func theWALIsSizedAtOpenSoCommitsDoNotGrowIt() throws {
         let h = try StoreHarness(.sqlite)
         let wal = try #require(h.directory).path + "/" + SQLiteStore.fileName + "-wal"
