@@ -313,11 +313,17 @@ final class GroupCommitter: @unchecked Sendable {
             onCommit(CommitOutcome(tokens: tokens, lastSeq: lastSeq, durationNanos: monotonicNanos() &- began,
                                    error: error, inPlace: borrowed))
         }
+        /// A borrower found the database locked by another process: what is
+        /// not committed yet goes back to the writer, which waits for locks.
+        func lockedWhileBorrowed(_ result: ApplyResult) -> Bool {
+            guard borrowed, case .failed(nil, let error) = result else { return false }
+            return error.isBusy
+        }
         var start = batch.startIndex
         while start < batch.endIndex {
             let began = monotonicNanos()
             let result = backend.apply(batch[start...], waitForLocks: !borrowed)
-            if borrowed, case .failed(nil, let error) = result, error.isBusy { return batch[start...] }
+            if lockedWhileBorrowed(result) { return batch[start...] }
             switch result {
             case .committed(let lastSeq):
                 report(batch[start...], lastSeq, began, nil)
@@ -327,7 +333,7 @@ final class GroupCommitter: @unchecked Sendable {
                     // The units before the failing one did nothing wrong: commit them again alone.
                     let again = monotonicNanos()
                     let retried = backend.apply(batch[start..<index], waitForLocks: !borrowed)
-                    if borrowed, case .failed(nil, let error) = retried, error.isBusy { return batch[start...] }
+                    if lockedWhileBorrowed(retried) { return batch[start...] }
                     switch retried {
                     case .committed(let lastSeq):
                         report(batch[start..<index], lastSeq, again, nil)
@@ -344,5 +350,4 @@ final class GroupCommitter: @unchecked Sendable {
         }
         return []
     }
-
 }

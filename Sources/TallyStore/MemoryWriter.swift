@@ -28,7 +28,7 @@ final class MemoryWriter: CommitBackend {
     }
 
     var maintenanceDue: Bool {
-        policy.excess(changeCount: tables.withLock { $0.changes.count }) > 0 || policy.ageCheckDue
+        policy.isDue(changeCount: tables.withLock { $0.changes.count })
     }
 
     func maintain() -> Bool {

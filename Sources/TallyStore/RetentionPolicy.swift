@@ -41,8 +41,12 @@ struct RetentionPolicy {
         return (now &- Self.millis(retention.maxAge), now &- Self.millis(retention.idempotencyMaxAge))
     }
 
-    /// Whether `ageCutoffs()` would return limits now (without using up the check).
-    var ageCheckDue: Bool { clock.now() >= nextAgeCheck }
+    /// Whether a retention step has something to do now: the count is over
+    /// by a step's worth, or an age check is due (`ageCutoffs()` is not used
+    /// up by asking).
+    func isDue(changeCount: Int) -> Bool {
+        excess(changeCount: changeCount) > 0 || clock.now() >= nextAgeCheck
+    }
 
     /// A step found more old rows than it could delete: check again at once.
     mutating func checkAgeAgainSoon() {

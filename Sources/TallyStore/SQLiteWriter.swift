@@ -272,7 +272,7 @@ final class SQLiteWriter: CommitBackend {
     // MARK: Retention
 
     var maintenanceDue: Bool {
-        policy.excess(changeCount: Int(clamping: meta.changeCount)) > 0 || policy.ageCheckDue
+        policy.isDue(changeCount: Int(clamping: meta.changeCount))
     }
 
     func maintain() -> Bool {

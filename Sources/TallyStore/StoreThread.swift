@@ -37,10 +37,3 @@ enum StoreThread {
         pthread_equal(thread, pthread_self()) != 0
     }
 }
-
-/// Moves a value that is not Sendable to the thread that will own it from
-/// then on. Only for hand-overs where the sender never touches the value
-/// again (a reader given to the thread that polls it).
-struct Handoff<Value>: @unchecked Sendable {
-    let value: Value
-}

@@ -122,6 +122,13 @@ final class HeldCommit: Sendable {
     func release() { released.open() }
 }
 
+/// Moves a value that is not Sendable to the thread that will own it from
+/// then on. Only for hand-overs where the sender never touches the value
+/// again (a reader given to the thread that polls it).
+struct Handoff<Value>: @unchecked Sendable {
+    let value: Value
+}
+
 /// A clock the test moves by hand.
 final class ManualClock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
