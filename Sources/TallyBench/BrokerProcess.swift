@@ -324,19 +324,28 @@ public func processCPUSeconds(pid: Int32) -> Double? {
 /// The summed `sum_exec_runtime` (first field of schedstat) of every thread
 /// of `pid`; nil when the kernel has no schedstat or the process is gone.
 private func threadRunNanos(pid: Int32) -> UInt64? {
-    guard let directory = opendir("/proc/\(pid)/task") else { return nil }
-    defer { closedir(directory) }
+    guard let tids = directoryNames("/proc/\(pid)/task") else { return nil }
     var total: UInt64 = 0
     var threads = 0
-    while let entry = readdir(directory) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        guard name.first?.isNumber == true else { continue }
-        guard let text = readFile("/proc/\(pid)/task/\(name)/schedstat"),
+    for tid in tids {
+        guard let text = readFile("/proc/\(pid)/task/\(tid)/schedstat"),
               let first = text.split(separator: " ").first, let nanos = UInt64(first) else { continue }
         total += nanos
         threads += 1
     }
     return threads > 0 ? total : nil
+}
+
+/// The names in `directory`, without "." and ".."; nil when it cannot be read.
+private func directoryNames(_ directory: String) -> [String]? {
+    guard let dir = opendir(directory) else { return nil }
+    defer { closedir(dir) }
+    var names: [String] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
 }
 
 func readFile(_ path: String) -> String? {
@@ -382,14 +391,8 @@ public func removeTree(_ path: String) {
 
 /// Total size in bytes of the regular files directly in `directory`.
 public func directoryBytes(_ directory: String) -> Int {
-    guard let dir = opendir(directory) else { return 0 }
-    defer { closedir(dir) }
     var total = 0
-    while let entry = readdir(dir) {
-        let name = withUnsafePointer(to: entry.pointee.d_name) {
-            $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
-        }
-        if name == "." || name == ".." { continue }
+    for name in directoryNames(directory) ?? [] {
         var info = stat()
         if stat(directory + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { total += Int(info.st_size) }
     }

@@ -219,31 +219,19 @@ enum BenchCommand {
                 // of the duration: both then meet the same slow drifts of a
                 // shared machine, and each row pools its broker's rounds.
                 var byBroker: [BrokerProcess.Kind: [FanoutBenchmark.Result]] = [:]
-                let roundSeconds = duration / Double(rounds)
+                var bench = FanoutBenchmark(broker: .tally, mode: mode)
+                bench.subscribers = count
+                bench.rate = rate
+                bench.seconds = duration / Double(rounds)
+                bench.drainSeconds = drain
+                bench.threads = threads
+                bench.compression = a.flag("compression")
+                bench.durability = durability
                 for round in 1...rounds {
                     for broker in brokers {
-                        var bench = FanoutBenchmark(broker: broker, mode: mode)
-                        bench.subscribers = count
-                        bench.rate = rate
-                        bench.seconds = roundSeconds
-                        bench.drainSeconds = drain
-                        bench.threads = threads
-                        bench.compression = a.flag("compression")
-                        bench.durability = durability
+                        bench.broker = broker
                         if rounds > 1 { progress("round \(round) of \(rounds)") }
-                        do {
-                            let r = try bench.run(log: progress)
-                            if r.publisherErrors > 0 || r.unparsed > 0 || r.droppedConnections > 0 {
-                                progress("\(r.publisherErrors) publisher errors, \(r.unparsed) unparsed messages, \(r.droppedConnections) connections dropped by the broker")
-                            }
-                            if r.publishSeconds > roundSeconds * 1.05 + 0.1 {
-                                progress("publishing took \(format(r.publishSeconds, 2)) s instead of \(format(roundSeconds, 2)) s (the publisher fell behind)")
-                            }
-                            byBroker[broker, default: []].append(r)
-                        } catch {
-                            printError("fanout \(broker.rawValue) \(mode.rawValue) \(count): \(error)")
-                            failed = true
-                        }
+                        if let r = fanoutRound(bench) { byBroker[broker, default: []].append(r) } else { failed = true }
                     }
                 }
                 if rounds > 1, let t = byBroker[.tally], let m = byBroker[.mosquitto], t.count == m.count {
@@ -265,6 +253,24 @@ enum BenchCommand {
         }
         print(renderTable(rows), terminator: "")
         return failed ? 1 : 0
+    }
+
+    /// One round of `bench`, with warnings about its load on stderr; nil
+    /// (and the error printed) when it could not run.
+    private static func fanoutRound(_ bench: FanoutBenchmark) -> FanoutBenchmark.Result? {
+        do {
+            let r = try bench.run(log: progress)
+            if r.publisherErrors > 0 || r.unparsed > 0 || r.droppedConnections > 0 {
+                progress("\(r.publisherErrors) publisher errors, \(r.unparsed) unparsed messages, \(r.droppedConnections) connections dropped by the broker")
+            }
+            if r.publishSeconds > bench.seconds * 1.05 + 0.1 {
+                progress("publishing took \(format(r.publishSeconds, 2)) s instead of \(format(bench.seconds, 2)) s (the publisher fell behind)")
+            }
+            return r
+        } catch {
+            printError("fanout \(bench.broker.rawValue) \(bench.mode.rawValue) \(bench.subscribers): \(error)")
+            return nil
+        }
     }
 
     private static func writes(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
