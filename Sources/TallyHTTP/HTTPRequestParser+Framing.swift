@@ -188,15 +188,22 @@ extension HTTPRequestParser {
 
     /// Builds the request and starts over with a fresh parser, which also
     /// releases every scratch buffer.
+    mutating func complete() -> HTTPParseResult {
+        var request = head()
+        request.body = body
+        self = HTTPRequestParser(limits: limits, reportsHeads: reportsHeads)
+        return .request(request)
+    }
+
+    /// The request as its header section describes it, without the body
+    /// that follows (the scratch stays: the body is still to come).
     ///
     /// RFC 9112 §9.3: HTTP/1.1 connections persist unless `close` is among the
     /// Connection options; HTTP/1.0 ones only when `keep-alive` is (§C.2.2).
-    mutating func complete() -> HTTPParseResult {
+    func head() -> HTTPRequest {
         let keepAlive = version.minor >= 1 ? !connectionClose : !connectionClose && connectionKeepAlive
-        let request = HTTPRequest(method: method, target: target, path: path, query: query, version: version,
-                                  headers: headers, body: body, keepAlive: keepAlive)
-        self = HTTPRequestParser(limits: limits)
-        return .request(request)
+        return HTTPRequest(method: method, target: target, path: path, query: query, version: version,
+                           headers: headers, body: [], keepAlive: keepAlive)
     }
 }
 

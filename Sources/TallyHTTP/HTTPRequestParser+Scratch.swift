@@ -61,7 +61,7 @@ extension HTTPRequestParser {
     /// connection is about to be closed, and holding a partial body for it
     /// would only waste memory.
     mutating func fail(_ error: HTTPParseError) -> HTTPParseResult {
-        self = HTTPRequestParser(limits: limits)
+        self = HTTPRequestParser(limits: limits, reportsHeads: reportsHeads)
         state = .failed(error)
         return .failure(error)
     }

@@ -32,6 +32,8 @@ public struct HTTPRequestParser: Sendable {
     static let initialFieldCapacity = 16
 
     let limits: HTTPLimits
+    /// Report `.head` before reading a body (see `HTTPParseResult.head`).
+    let reportsHeads: Bool
     var state: State = .idle
 
     // Scratch for the request being parsed. A fresh parser (which is what
@@ -74,8 +76,12 @@ public struct HTTPRequestParser: Sendable {
     var chunkLineBytes = 0
     var continueExpected = false
 
-    public init(limits: HTTPLimits = HTTPLimits()) {
+    /// - Parameter reportsHeads: stop after the header section of a request
+    ///   that has a body and return `.head`, so the caller can refuse it
+    ///   before the body is read.
+    public init(limits: HTTPLimits = HTTPLimits(), reportsHeads: Bool = false) {
         self.limits = limits
+        self.reportsHeads = reportsHeads
     }
 
     /// Consumes bytes up to the end of at most one request. Bytes after a
@@ -313,7 +319,7 @@ public struct HTTPRequestParser: Sendable {
                 switch startBody() {
                 case .failure(let error): return (i, fail(error))
                 case .complete: return (i, complete())
-                case .body: break
+                case .body: if reportsHeads { return (i, .head(head())) }
                 }
 
             case .body(let remaining):

@@ -27,6 +27,13 @@ public final class HTTPResponder: Sendable {
         self.request = request
     }
 
+    /// Whether the connection closed before the answer: work still to be
+    /// done for it can be skipped.
+    public var isCancelled: Bool { cancelled.load(ordering: .relaxed) }
+    private let cancelled = Atomic<Bool>(false)
+
+    func cancel() { cancelled.store(true, ordering: .relaxed) }
+
     public func respond(_ response: HTTPResponse) {
         guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let connection = connection
@@ -63,6 +70,15 @@ public struct RequestContext: Sendable {
 /// owns the connection, so it must not block.
 public protocol HTTPApplication: Sendable {
     func handle(_ request: HTTPRequest, context: RequestContext) -> HTTPAction
+    /// Decides on a request that has a body from its header section alone,
+    /// before the body is read or `100 Continue` sent: a response refuses it
+    /// (the connection answers and closes without reading the body), nil
+    /// reads the body and hands the whole request to `handle`.
+    func screen(_ head: HTTPRequest, context: RequestContext) -> HTTPResponse?
+}
+
+extension HTTPApplication {
+    public func screen(_ head: HTTPRequest, context: RequestContext) -> HTTPResponse? { nil }
 }
 
 /// Receives one WebSocket connection's events, on its loop thread.

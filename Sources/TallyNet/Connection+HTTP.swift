@@ -4,7 +4,8 @@ import TallyWebSocket
 /// Server side HTTP/1.1: requests in, responses out, and the WebSocket upgrade.
 extension Connection {
     func processHTTP(_ bytes: UnsafeRawBufferPointer) {
-        if awaitingResponse { return holdPipelined(bytes) }
+        // Bytes already held go first: new ones queue behind them.
+        if awaitingResponse || readPaused || !heldInput.isEmpty { return holdPipelined(bytes) }
         var rest = bytes
         while phase == .http, !rest.isEmpty, httpParser != nil {
             let (consumed, result) = httpParser!.parse(rest)
@@ -12,18 +13,33 @@ extension Connection {
             switch result {
             case .needMore:
                 if requestStartedAt == nil, !(httpParser?.isIdle ?? true) { requestStartedAt = loop.now }
+                if consumed == 0 { return }
+            case .head(let head):
+                if requestStartedAt == nil { requestStartedAt = loop.now }
+                // Refused on its headers alone: the body is never read (the
+                // connection closes, discarding what still arrives), so a
+                // client without a token cannot make the hub hold one.
+                if let refusal = server?.application.screen(head, context: RequestContext(loop: loop, isTLS: tls != nil)) {
+                    loop.metrics.add(.httpRequests)
+                    return respondAndClose(refusal)
+                }
                 // RFC 9110 §10.1.1: a client that sent `Expect: 100-continue`
                 // waits for this before sending the body.
                 if httpParser?.takeExpectContinue() == true {
                     enqueue(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
                 }
-                if consumed == 0 { return }
             case .request(let request):
                 requestStartedAt = nil
                 handle(request)
                 if awaitingResponse { return holdPipelined(rest) }
                 // Bytes after an upgrade request are the first WebSocket frames.
                 if phase == .webSocket, !rest.isEmpty { processWebSocket(rest) }
+                // A client that pipelines requests without reading the
+                // answers: later requests wait until it has read these.
+                if phase == .http, outbound.byteCount > Self.maxQueuedHTTPBytes {
+                    pauseReading()
+                    return holdPipelined(rest)
+                }
             case .failure(let error):
                 respondAndClose(.error(error.status, code: HTTPResponse.errorCode(for: error.status),
                                        message: error.message))
@@ -47,7 +63,9 @@ extension Connection {
             upgrade(request, route: route)
         case .deferred(let start):
             awaitingResponse = true
-            start(HTTPResponder(connection: self, request: request))
+            let responder = HTTPResponder(connection: self, request: request)
+            pendingResponder = responder
+            start(responder)
         }
     }
 
@@ -65,9 +83,15 @@ extension Connection {
     func finishDeferred(_ response: HTTPResponse, to request: HTTPRequest) {
         guard phase == .http, awaitingResponse else { return }
         awaitingResponse = false
+        pendingResponder = nil
         lastActivity = loop.now
         respond(response, to: request)
-        guard !heldInput.isEmpty, phase == .http else { return }
+        processHeldInput()
+    }
+
+    /// Parses what was held back while a request was deferred or reading paused.
+    func processHeldInput() {
+        guard !heldInput.isEmpty, phase == .http, !awaitingResponse, !readPaused else { return }
         let held = heldInput
         heldInput = []
         held.withUnsafeBytes { processHTTP($0) }

@@ -48,6 +48,17 @@ final class Connection: EventSource {
     var awaitingResponse = false
     var heldInput: [UInt8] = []
     static let maxHeldInput = 1 << 20
+    /// The deferred request's responder, told when the connection closes so
+    /// the work it asked for can be dropped.
+    var pendingResponder: HTTPResponder?
+    /// Not reading: an HTTP client's answers are queued past
+    /// `maxQueuedHTTPBytes` and it is not reading them. Its requests wait in
+    /// the socket (TCP flow control) until the queue drains.
+    var readPaused = false
+    /// How much an HTTP connection may have queued before its later
+    /// (pipelined) requests wait: a client that sends requests and never
+    /// reads the answers holds this much of the hub's memory, not more.
+    static let maxQueuedHTTPBytes = 1 << 20
     var decoder: WebSocketDecoder?
     @exclusivity(unchecked) var encoder: WebSocketEncoder?
     @exclusivity(unchecked) var socket: WebSocket?
@@ -108,7 +119,11 @@ final class Connection: EventSource {
         default:
             break
         }
-        if events & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue) != 0 {
+        if readPaused {
+            // Not reading, so a hang-up or error would be reported again on
+            // every wait (epoll reports them whatever the interest): close.
+            if events & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 { return abort() }
+        } else if events & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue) != 0 {
             readable()
         }
         if phase != .closed, events & EPOLLOUT.rawValue != 0 {
@@ -120,7 +135,7 @@ final class Connection: EventSource {
         let buffer = loop.readBuffer
         // A few reads per wake-up keep one busy connection from starving the others.
         for _ in 0..<8 {
-            guard phase != .closed else { return }
+            guard phase != .closed, !readPaused else { return }
             let n: Int
             if let tls {
                 switch tls.read(into: buffer) {
@@ -191,7 +206,7 @@ final class Connection: EventSource {
         case .done:
             if role == .server {
                 enter(.http)
-                httpParser = HTTPRequestParser(limits: server?.configuration.httpLimits ?? HTTPLimits())
+                httpParser = HTTPRequestParser(limits: server?.configuration.httpLimits ?? HTTPLimits(), reportsHeads: true)
                 setWriteInterest(false)
                 // Bytes of the first request may already sit decrypted inside OpenSSL.
                 readable()
@@ -260,6 +275,7 @@ final class Connection: EventSource {
         }
         setWriteInterest(false)
         if closeAfterFlush, !writeShutDown { shutDownWrite() }
+        if readPaused { resumeReading() }
     }
 
     private func writeSome() throws(SystemError) -> IOResult {
@@ -285,10 +301,29 @@ final class Connection: EventSource {
     }
 
     func setWriteInterest(_ on: Bool) {
-        let wanted = on ? Connection.baseEvents | EPOLLOUT.rawValue : Connection.baseEvents
+        let read = readPaused ? 0 : Connection.baseEvents
+        let wanted = on ? read | EPOLLOUT.rawValue : read
         guard wanted != interest, phase != .closed else { return }
         interest = wanted
         loop.modify(fd: fd, events: wanted)
+    }
+
+    /// Stops reading until the outbound queue drains (see `readPaused`).
+    func pauseReading() {
+        guard !readPaused else { return }
+        readPaused = true
+        setWriteInterest(!outbound.isEmpty)
+    }
+
+    /// The queue drained: read again, starting with what was held back.
+    /// Done as a task of its own rather than inside `flush`, which the
+    /// requests it parses would enqueue into.
+    private func resumeReading() {
+        readPaused = false
+        setWriteInterest(false)
+        guard !heldInput.isEmpty else { return }
+        let me = UncheckedBox(self)
+        loop.execute { me.value.processHeldInput() }
     }
 
     /// Half-closes after the last bytes went out, then waits for the peer's
@@ -331,6 +366,8 @@ final class Connection: EventSource {
         tls = nil
         Sys.close(fd)
         outbound = OutboundQueue()
+        pendingResponder?.cancel()
+        pendingResponder = nil
         httpParser = nil
         decoder = nil
         encoder = nil

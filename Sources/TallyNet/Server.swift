@@ -176,7 +176,7 @@ final class Listener: EventSource {
                 return
             }
         } else {
-            connection.httpParser = HTTPRequestParser(limits: configuration.httpLimits)
+            connection.httpParser = HTTPRequestParser(limits: configuration.httpLimits, reportsHeads: true)
         }
         do {
             try connection.register()

@@ -207,3 +207,37 @@ struct HTTPRequestParserTests {
         #expect(parser.headers.fields.capacity == 0)
     }
 }
+
+@Suite("HTTPRequestParser: heads before bodies")
+struct HTTPRequestParserHeadTests {
+    /// The server screens a request (token, route, length) before reading a
+    /// byte of its body: the head comes first, then the request.
+    @Test func aBodyIsAnnouncedByItsHeadFirst() {
+        var parser = HTTPRequestParser(reportsHeads: true)
+        let head = Array("PUT /v1/blobs/x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n".utf8)
+        let (consumed, result) = (head + Array("hello".utf8)).withUnsafeBytes { parser.parse($0) }
+        #expect(consumed == head.count)
+        guard case .head(let announced) = result else { Issue.record("expected a head, got \(result)"); return }
+        #expect(announced.method == "PUT" && announced.path == "/v1/blobs/x" && announced.body.isEmpty)
+        #expect(announced.headers["Content-Length"] == "5")
+        // 100 Continue is for the caller to send once it accepted the head.
+        let continues = parser.takeExpectContinue()
+        #expect(continues)
+        let (rest, final) = Array("hello".utf8).withUnsafeBytes { parser.parse($0) }
+        #expect(rest == 5)
+        guard case .request(let request) = final else { Issue.record("expected the request, got \(final)"); return }
+        #expect(request.body == Array("hello".utf8))
+        var bare = request
+        bare.body = []
+        #expect(bare == announced)
+    }
+
+    @Test func requestsWithoutABodyHaveNoHead() {
+        var parser = HTTPRequestParser(reportsHeads: true)
+        let (_, result) = Array("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n".utf8).withUnsafeBytes { parser.parse($0) }
+        guard case .request = result else { Issue.record("expected a request, got \(result)"); return }
+        var quiet = HTTPRequestParser()
+        let (_, plain) = Array("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx".utf8).withUnsafeBytes { quiet.parse($0) }
+        guard case .request = plain else { Issue.record("a parser without reportsHeads reported \(plain)"); return }
+    }
+}

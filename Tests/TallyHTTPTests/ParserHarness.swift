@@ -4,6 +4,8 @@ import TallyHTTP
 /// What feeding some bytes to a fresh parser produced.
 struct Outcome: Equatable {
     var requests: [HTTPRequest] = []
+    /// The header sections reported before a body (`.head`).
+    var heads: [HTTPRequest] = []
     var failure: HTTPParseError?
     /// Bytes consumed in total (for a failure: up to the byte that revealed it).
     var consumed = 0
@@ -17,8 +19,11 @@ struct Outcome: Equatable {
 
 /// Feeds `chunks` in order to one parser, calling `parse` again on what is
 /// left of a chunk after each request, and stops at the first failure.
+///
+/// The parser reports heads (as the server's does), and every request with a
+/// body must have been announced by a head equal to it without the body.
 func feed(_ chunks: [[UInt8]], limits: HTTPLimits = HTTPLimits()) -> Outcome {
-    var parser = HTTPRequestParser(limits: limits)
+    var parser = HTTPRequestParser(limits: limits, reportsHeads: true)
     var outcome = Outcome()
     for chunk in chunks {
         var offset = 0
@@ -29,8 +34,15 @@ func feed(_ chunks: [[UInt8]], limits: HTTPLimits = HTTPLimits()) -> Outcome {
             switch result {
             case .needMore:
                 #expect(offset == chunk.count, "needMore must consume everything")
+            case .head(let head):
+                #expect(head.body.isEmpty, "a head carries no body")
+                outcome.heads.append(head)
             case .request(let request):
                 outcome.requests.append(request)
+                var bare = request
+                bare.body = []
+                if outcome.heads.last == bare { continue }
+                #expect(request.body.isEmpty, "a request with a body came without its head")
             case .failure(let error):
                 outcome.failure = error
                 outcome.endedIdle = parser.isIdle

@@ -61,7 +61,9 @@ struct Run: Equatable {
 /// Parses `stream` delivered in `ranges`, taking every pipelined request out
 /// of each delivery, and checks the parser's contract on every call.
 func parse(_ stream: [UInt8], ranges: [Range<Int>], limits: HTTPLimits) -> Run {
-    var parser = HTTPRequestParser(limits: limits)
+    // Heads are reported as the server's parser reports them, so their
+    // positions are part of what every cutting must agree on.
+    var parser = HTTPRequestParser(limits: limits, reportsHeads: true)
     var run = Run()
     var failure: HTTPParseError?
     stream.withUnsafeBytes { all in
@@ -79,9 +81,18 @@ func parse(_ stream: [UInt8], ranges: [Range<Int>], limits: HTTPLimits) -> Run {
                 switch result {
                 case .needMore:
                     check(consumed == available, ".needMore consumed \(consumed) of \(available) bytes")
+                case .head(let head):
+                    check(consumed > 0, "a head with no byte consumed")
+                    check(head.body.isEmpty, "a head carries a body")
+                    run.outcomes.append(Outcome(end: offset + consumed, result: result))
                 case .request(let request):
                     check(consumed > 0, "a request completed with no byte consumed")
                     checkRequest(request, limits)
+                    if case .head(let head)? = run.outcomes.last?.result {
+                        var bare = request
+                        bare.body = []
+                        check(bare == head, "a request differs from its head: \(describe(.head(head))) vs \(describe(result))")
+                    }
                     run.outcomes.append(Outcome(end: offset + consumed, result: result))
                 case .failure(let error):
                     check(consumed > 0, "a failure consumed nothing: \(error)")
@@ -91,7 +102,10 @@ func parse(_ stream: [UInt8], ranges: [Range<Int>], limits: HTTPLimits) -> Run {
                     run.outcomes.append(Outcome(end: offset + consumed, result: result))
                 }
                 offset += consumed
-                if case .request = result, offset < range.upperBound { continue }
+                switch result {
+                case .request, .head: if offset < range.upperBound { continue }
+                default: break
+                }
                 break
             }
         }
@@ -195,6 +209,7 @@ func roundTrip(_ request: HTTPRequest) {
 func describe(_ result: HTTPParseResult) -> String {
     switch result {
     case .needMore: return "needMore"
+    case .head(let r): return "head(\(r.method) \(r.target), \(r.headers.count) fields)"
     case .failure(let error): return "failure(\(error))"
     case .request(let r):
         return "request(\(r.method) \(r.target) \(r.version), path '\(r.path)', query \(String(describing: r.query)), " +
