@@ -11,14 +11,17 @@ import TallyProtocol
 /// in use, the name's first bytes of that length are one lookup. Subscribers
 /// pick short, shared prefixes (`orders/`), so there are few distinct lengths.
 public struct SubscriptionRegistry: Sendable {
-    // Keyed by bytes, not canonical equivalence (see `ByteKey`).
-    private var records: [ByteKey: [Int]] = [:]
-    private var paths: [ByteKey: [(slot: Int, path: RecordPath)]] = [:]
-    private var lists: [ByteKey: [Int]] = [:]
-    private var prefixes: [ByteKey: [Int]] = [:]
+    // Keyed by bytes, not canonical equivalence (see `ByteKey`). Each name's
+    // subscribers are an `IndexedList`, so dropping one is O(1) however many
+    // share the name (a connection closing with 100,000 path subscriptions
+    // on one record, or one of 10,000 connections on `orders/`).
+    private var records: [ByteKey: IndexedList<Int>] = [:]
+    private var paths: [ByteKey: IndexedList<PathSubscriber>] = [:]
+    private var lists: [ByteKey: IndexedList<Int>] = [:]
+    private var prefixes: [ByteKey: IndexedList<Int>] = [:]
     /// Distinct prefix byte lengths in use, ascending, with how many prefixes have each.
     private var prefixLengths: [(length: Int, count: Int)] = []
-    private var topics: [ByteKey: [Int]] = [:]
+    private var topics: [ByteKey: IndexedList<Int>] = [:]
     private var bySlot: [Set<SubscriptionTarget>] = []
     private var freeSlots: [Int] = []
     private var stamps: [UInt32] = []
@@ -45,6 +48,9 @@ public struct SubscriptionRegistry: Sendable {
 
     public func subscriptions(of slot: Int) -> Set<SubscriptionTarget> { bySlot[slot] }
 
+    /// How many subscriptions `slot` holds.
+    public func count(of slot: Int) -> Int { bySlot[slot].count }
+
     // MARK: Adding and removing
 
     /// Returns false when `slot` already had this subscription.
@@ -53,14 +59,14 @@ public struct SubscriptionRegistry: Sendable {
         guard bySlot[slot].insert(target).inserted else { return false }
         count += 1
         switch target {
-        case .record(let name): records[ByteKey(name), default: []].append(slot)
-        case .path(let name, let path): paths[ByteKey(name), default: []].append((slot, path))
-        case .list(let name): lists[ByteKey(name), default: []].append(slot)
-        case .topic(let topic): topics[ByteKey(topic), default: []].append(slot)
+        case .record(let name): records[ByteKey(name), default: IndexedList()].append(slot)
+        case .path(let name, let path): paths[ByteKey(name), default: IndexedList()].append(PathSubscriber(slot: slot, path: path))
+        case .list(let name): lists[ByteKey(name), default: IndexedList()].append(slot)
+        case .topic(let topic): topics[ByteKey(topic), default: IndexedList()].append(slot)
         case .prefix(let prefix):
             let key = ByteKey(prefix)
             if prefixes[key] == nil { adjustPrefixLength(prefix.utf8.count, by: 1) }
-            prefixes[key, default: []].append(slot)
+            prefixes[key, default: IndexedList()].append(slot)
         }
         return true
     }
@@ -70,26 +76,21 @@ public struct SubscriptionRegistry: Sendable {
     public mutating func remove(_ target: SubscriptionTarget, slot: Int) -> Bool {
         guard bySlot[slot].remove(target) != nil else { return false }
         count -= 1
-        func drop(_ table: inout [ByteKey: [Int]], _ name: String) {
+        /// Drops `element` from the name's list; true when that emptied it.
+        func drop<Element>(_ table: inout [ByteKey: IndexedList<Element>], _ name: String, _ element: Element) -> Bool {
             let key = ByteKey(name)
-            table[key]?.removeAll { $0 == slot }
-            if table[key]?.isEmpty == true { table[key] = nil }
+            table[key]?.remove(element)
+            guard table[key]?.isEmpty == true else { return false }
+            table[key] = nil
+            return true
         }
         switch target {
-        case .record(let name): drop(&records, name)
-        case .list(let name): drop(&lists, name)
-        case .topic(let topic): drop(&topics, topic)
-        case .path(let name, let path):
-            let key = ByteKey(name)
-            paths[key]?.removeAll { $0.slot == slot && $0.path == path }
-            if paths[key]?.isEmpty == true { paths[key] = nil }
+        case .record(let name): _ = drop(&records, name, slot)
+        case .list(let name): _ = drop(&lists, name, slot)
+        case .topic(let topic): _ = drop(&topics, topic, slot)
+        case .path(let name, let path): _ = drop(&paths, name, PathSubscriber(slot: slot, path: path))
         case .prefix(let prefix):
-            let key = ByteKey(prefix)
-            prefixes[key]?.removeAll { $0 == slot }
-            if prefixes[key]?.isEmpty == true {
-                prefixes[key] = nil
-                adjustPrefixLength(prefix.utf8.count, by: -1)
-            }
+            if drop(&prefixes, prefix, slot) { adjustPrefixLength(prefix.utf8.count, by: -1) }
         }
         return true
     }
@@ -112,13 +113,14 @@ public struct SubscriptionRegistry: Sendable {
         if generation == 0 { stamps = Array(repeating: 0, count: stamps.count); generation = 1 }
         switch change.target {
         case .list:
-            if let list = lists[ByteKey(change.name)] { for slot in list { mark(slot, into: &slots) } }
+            if let list = lists[ByteKey(change.name)] { for slot in list.elements { mark(slot, into: &slots) } }
         case .record(let before, let after, let scope):
             let name = ByteKey(change.name)
-            if let whole = records[name] { for slot in whole { mark(slot, into: &slots) } }
+            if let whole = records[name] { for slot in whole.elements { mark(slot, into: &slots) } }
             if let subscribed = paths[name] {
-                for (slot, path) in subscribed where Self.concerns(path: path, before: before, after: after, scope: scope) {
-                    mark(slot, into: &slots)
+                for subscriber in subscribed.elements
+                where Self.concerns(path: subscriber.path, before: before, after: after, scope: scope) {
+                    mark(subscriber.slot, into: &slots)
                 }
             }
             if !prefixLengths.isEmpty { matchPrefixes(of: change.name, into: &slots) }
@@ -126,7 +128,7 @@ public struct SubscriptionRegistry: Sendable {
     }
 
     /// Subscribers of an event topic (one subscription per slot per topic).
-    public func subscribers(ofTopic topic: String) -> [Int] { topics[ByteKey(topic)] ?? [] }
+    public func subscribers(ofTopic topic: String) -> [Int] { topics[ByteKey(topic)]?.elements ?? [] }
 
     /// Whether `target` would see a change to record `name` (for replaying the log).
     public static func matches(_ target: SubscriptionTarget, recordNamed name: String) -> Bool {
@@ -168,8 +170,59 @@ public struct SubscriptionRegistry: Sendable {
             // means no prefix of this length can match.
             if end < utf8.endIndex, utf8[end] & 0xC0 == 0x80 { continue }
             if let matched = prefixes[ByteKey(String(name.utf8[..<end])!)] {
-                for slot in matched { mark(slot, into: &slots) }
+                for slot in matched.elements { mark(slot, into: &slots) }
             }
         }
+    }
+}
+
+/// One path subscription: who, and which path.
+struct PathSubscriber: Hashable, Sendable {
+    var slot: Int
+    var path: RecordPath
+}
+
+/// An array that also finds its elements, once it is long enough for that to
+/// matter: iteration (per change delivered) walks a plain array, and removal
+/// swaps the element with the last one — O(1) with the position index, a
+/// short scan below `indexedFrom` elements, where a dictionary would cost
+/// more memory than the scan costs time. Order is not kept.
+struct IndexedList<Element: Hashable & Sendable>: Sendable {
+    private(set) var elements: [Element] = []
+    /// Each element's position in `elements`; nil while the list is short.
+    private var positions: [Element: Int]?
+    static var indexedFrom: Int { 16 }
+
+    var isEmpty: Bool { elements.isEmpty }
+
+    /// Appends `element`, which the caller knows is not in the list.
+    mutating func append(_ element: Element) {
+        positions?[element] = elements.count
+        elements.append(element)
+        if positions == nil, elements.count > Self.indexedFrom {
+            var built: [Element: Int] = [:]
+            built.reserveCapacity(elements.count * 2)
+            for (index, element) in elements.enumerated() { built[element] = index }
+            positions = built
+        }
+    }
+
+    /// Removes `element`; false when it was not there.
+    @discardableResult
+    mutating func remove(_ element: Element) -> Bool {
+        let index: Int
+        if positions != nil {
+            guard let found = positions!.removeValue(forKey: element) else { return false }
+            index = found
+        } else {
+            guard let found = elements.firstIndex(of: element) else { return false }
+            index = found
+        }
+        let last = elements.removeLast()
+        if index < elements.count {
+            elements[index] = last
+            positions?[last] = index
+        }
+        return true
     }
 }

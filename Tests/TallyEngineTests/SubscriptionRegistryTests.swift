@@ -285,3 +285,49 @@ struct SubscriptionRegistryTests {
         #expect(registry.slots(other) == [])
     }
 }
+
+@Suite("SubscriptionRegistry: removal cost")
+struct SubscriptionRemovalTests {
+    /// 100,000 path subscriptions of one connection on one record: each
+    /// removal used to scan the record's whole list (quadratic: minutes);
+    /// now each is O(1). The bound is far above what the work takes (a few
+    /// tens of milliseconds in a debug build) and far below the old cost.
+    @Test func dropping100000PathSubscriptionsIsLinear() throws {
+        var registry = SubscriptionRegistry()
+        let slot = registry.makeSubscriber()
+        let other = registry.makeSubscriber()
+        for n in 0..<100_000 { registry.add(.path("orders/1", try RecordPath(parsing: "f\(n)")), slot: slot) }
+        registry.add(.path("orders/1", try RecordPath(parsing: "f7")), slot: other)
+        let clock = ContinuousClock()
+        let took = clock.measure { registry.releaseSubscriber(slot) }
+        #expect(took < .seconds(2), "releasing 100,000 path subscriptions took \(took)")
+        #expect(registry.count == 1)
+        var slots: [Int] = []
+        registry.subscribers(of: recordChange("orders/1", before: ["f7": 1], after: ["f7": 2]), into: &slots)
+        #expect(slots == [other])
+    }
+
+    @Test func manyConnectionsOnOnePrefixLeaveInAnyOrder() {
+        var registry = SubscriptionRegistry()
+        let slots = (0..<20_000).map { _ in registry.makeSubscriber() }
+        for slot in slots { registry.add(.prefix("orders/"), slot: slot) }
+        for slot in slots where slot % 3 == 0 { registry.releaseSubscriber(slot) }
+        var found: [Int] = []
+        registry.subscribers(of: recordChange("orders/9", before: nil, after: ["v": 1]), into: &found)
+        #expect(Set(found) == Set(slots.filter { $0 % 3 != 0 }))
+        #expect(found.count == Set(found).count)
+    }
+
+    @Test func anIndexedListFindsWhatItHoldsAtEverySize() {
+        var list = IndexedList<Int>()
+        for n in 0..<40 { list.append(n) }
+        let missing = list.remove(99)
+        #expect(!missing)
+        for n in stride(from: 0, to: 40, by: 2) { let removed = list.remove(n); #expect(removed) }
+        #expect(Set(list.elements) == Set(stride(from: 1, to: 40, by: 2)))
+        for n in stride(from: 1, to: 40, by: 2) { let removed = list.remove(n); #expect(removed) }
+        #expect(list.isEmpty)
+        list.append(5)
+        #expect(list.elements == [5])
+    }
+}
