@@ -25,6 +25,11 @@ public struct RecordState: Sendable, Equatable {
     }
 }
 
+extension RecordState {
+    /// Who created it, for rules that grant access to one's own records.
+    public var owner: String? { data["owner"]?.stringValue }
+}
+
 public struct ListState: Sendable, Equatable {
     public var name: String
     public var version: Int64

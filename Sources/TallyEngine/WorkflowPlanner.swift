@@ -261,6 +261,14 @@ public struct WorkflowPlanner: Sendable {
                 throw ProtocolError(.badField, "\"data\" may not set \"\(field)\"; the hub writes it", details: ["field": "data"])
             }
             data = data.mergePatched(with: patch)
+            // The transition's roles say who may move the stage, not who may
+            // change the record's fields: a patch that changes them needs
+            // the write rule a plain write would (an order's qty drives the
+            // stock move on delivery).
+            if data != current.data, (try? policy.check(actor, .write, name: name, owner: current.owner)) == nil {
+                throw ProtocolError(.forbidden, "role \"\(actor.role)\" may move \"\(name)\" to \"\(to)\" but not change its fields: \"data\" needs write on \"\(name)\"; advance without data",
+                                    details: ["role": .string(actor.role), "operation": "write", "name": .string(name)])
+            }
             try validate(&data, workflow: workflow)
         }
         data[workflow.stageField] = .string(to)

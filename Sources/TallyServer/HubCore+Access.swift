@@ -80,8 +80,3 @@ extension HubCore {
         }
     }
 }
-
-extension RecordState {
-    /// Who created it, for rules that grant access to one's own records.
-    var owner: String? { data["owner"]?.stringValue }
-}

@@ -293,3 +293,41 @@ struct AccessTests {
         #expect(hub.data("stats/orders")?["total"] == 1)
     }
 }
+
+@Suite("Workflows: an advance's data and the write rule")
+struct AdvanceDataAccessTests {
+    /// The README's example role: reads orders, may make one transition.
+    static func packerHub() -> WorkflowHarness {
+        var policy = AccessPolicy()
+        policy.roles["packer"] = [AccessRule("orders/**", [.read, .subscribe]), AccessRule("items/**", [.read, .write])]
+        var orders = Workflow.orders
+        orders.roles["in-progress->ready"] = ["admin", "staff", "packer"]
+        return WorkflowHarness(planner: WorkflowPlanner(workflows: WorkflowSet([orders, .intake]), policy: policy))
+    }
+
+    @Test func aPatchThatChangesFieldsNeedsWrite() throws {
+        let hub = Self.packerHub()
+        let packer = Actor(user: "pat", role: "packer")
+        try hub.apply([Write(name: "items/drill", action: .set(["stock": 10]))], as: admin)
+        try hub.apply([Write(name: "orders/1", action: .set(order(qty: 2)))], as: admin)
+        try hub.apply([advance("orders/1", to: "in-progress")], as: admin)
+        let patched = Write(name: "orders/1", action: .advance(Advance(to: "ready", data: ["qty": 9])))
+        let error = try #require(hub.error([patched], as: packer))
+        #expect(error.code == .forbidden)
+        #expect(error.details["operation"] == "write")
+        #expect(hub.data("orders/1")?["qty"] == 2)
+        // A patch that changes nothing is no write; no patch at all moves the stage.
+        let same = Write(name: "orders/1", action: .advance(Advance(to: "ready", data: ["qty": 2])))
+        try hub.apply([same], as: packer)
+        #expect(hub.stage("orders/1") == "ready")
+        #expect(hub.data("orders/1")?["qty"] == 2)
+    }
+
+    @Test func rolesThatMayWriteStillPatch() throws {
+        let hub = Self.packerHub()
+        try hub.apply([Write(name: "items/drill", action: .set(["stock": 10]))], as: admin)
+        try hub.apply([Write(name: "orders/1", action: .set(order(qty: 2)))], as: staff)
+        try hub.apply([Write(name: "orders/1", action: .advance(Advance(to: "in-progress", data: ["qty": 3])))], as: staff)
+        #expect(hub.data("orders/1")?["qty"] == 3)
+    }
+}
