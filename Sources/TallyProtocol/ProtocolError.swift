@@ -26,6 +26,15 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let illegalTransition = ErrorCode(rawValue: "illegal_transition")
     public static let useAdvance = ErrorCode(rawValue: "use_advance")
     public static let insufficientStock = ErrorCode(rawValue: "insufficient_stock")
+    public static let tooManySubscriptions = ErrorCode(rawValue: "too_many_subscriptions")
+    /// HTTP only: a browser page from an origin the hub does not take.
+    public static let originNotAllowed = ErrorCode(rawValue: "origin_not_allowed")
+    /// HTTP only: a `Host` an open hub does not answer to (DNS rebinding).
+    public static let hostNotAllowed = ErrorCode(rawValue: "host_not_allowed")
+    /// HTTP only: a write whose body is not declared as JSON.
+    public static let unsupportedMediaType = ErrorCode(rawValue: "unsupported_media_type")
+    /// HTTP only: too many connections that have not authenticated.
+    public static let tooManyConnections = ErrorCode(rawValue: "too_many_connections")
 }
 
 /// An error answer: a stable code, a message that says what to fix, and the

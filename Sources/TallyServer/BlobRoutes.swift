@@ -19,7 +19,10 @@ enum BlobRoutes {
     static func add(to router: inout HTTPRouter<HubRoutes.Route>, blobs: BlobStore,
                     authorize: @escaping @Sendable (HTTPRequest, _ operation: String, _ name: String) -> HTTPResponse?) {
         let workers = BlobWorkers(count: min(4, max(2, ServerConfiguration.coreCount)))
-        router.add("PUT", "/v1/blobs/{sha256}", .deferred { request, parameters, responder in
+        let screen: @Sendable (HTTPRequest, [String: String]) -> HTTPResponse? = { head, parameters in
+            authorize(head, "create", "blobs/\(parameters["sha256"] ?? "")")
+        }
+        router.add("PUT", "/v1/blobs/{sha256}", .deferred(screen: screen) { request, parameters, responder in
             let sha256 = parameters["sha256"] ?? ""
             if let refusal = authorize(request, "create", "blobs/\(sha256)") { return responder.respond(refusal) }
             do throws(BlobError) {
@@ -29,7 +32,7 @@ enum BlobRoutes {
             }
             workers.async { responder.respond(put(request, sha256: sha256, blobs: blobs)) }
         })
-        router.add("GET", "/v1/blobs/{sha256}", .deferred { request, parameters, responder in
+        router.add("GET", "/v1/blobs/{sha256}", .deferred(screen: nil) { request, parameters, responder in
             let sha256 = parameters["sha256"] ?? ""
             if let refusal = authorize(request, "read", "blobs/\(sha256)") { return responder.respond(refusal) }
             do throws(BlobError) {

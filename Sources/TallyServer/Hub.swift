@@ -31,11 +31,18 @@ public final class Hub: Sendable {
         }
         core.start()
         let routes = HubRoutes(configuration: configuration, core: core, blobs: blobs)
-        // Photo uploads are the only large request bodies: the parser allows
-        // them on the blob routes alone.
+        // Photo uploads are the large request bodies: the parser allows them
+        // on the blob routes alone. Record writes take what a record may
+        // hold (twice over, for a pretty-printed body), so REST accepts every
+        // record WebSocket does when --max-record-size is above the default.
         var serverConfiguration = configuration.server
         serverConfiguration.httpLimits.largeBodies.append(
             HTTPLimits.LargeBody(pathPrefix: "/v1/blobs/", maxBytes: configuration.maxBlobBytes, setting: "maxBlobSize"))
+        let recordBody = 2 * configuration.core.limits.maxRecordBytes
+        if recordBody > serverConfiguration.httpLimits.maxBodyBytes {
+            serverConfiguration.httpLimits.largeBodies.append(
+                HTTPLimits.LargeBody(pathPrefix: "/v1/records/", maxBytes: recordBody, setting: "maxRecordSize"))
+        }
         do {
             server = try Server(configuration: serverConfiguration, application: routes)
         } catch {

@@ -27,6 +27,11 @@ public struct HubConfigFile: Sendable {
     public var maxRecordSize: Int?
     public var maxMessageSize: Int?
     public var maxBlobSize: Int?
+    public var echo: Bool?
+    public var allowOrigins: [String]?
+    public var allowHosts: [String]?
+    public var maxSubscriptions: Int?
+    public var maxUnauthenticated: Int?
     /// Configured users; any at all turns authentication on.
     public var users: [HubUser]?
     /// Roles defined or redefined over the shipped ones.
@@ -72,6 +77,17 @@ public struct HubConfigFile: Sendable {
             case "maxRecordSize": file.maxRecordSize = try int(member, path, 1...(1 << 30))
             case "maxMessageSize": file.maxMessageSize = try int(member, path, 1...(1 << 30))
             case "maxBlobSize": file.maxBlobSize = try int(member, path, 1...(1 << 30))
+            case "echo":
+                guard case .bool(let echo) = member else { throw Invalid(path: path, message: "must be true or false") }
+                file.echo = echo
+            case "allowOrigins":
+                file.allowOrigins = try strings(member, path) { BrowserGuard.normalizedOrigin($0) != nil ? nil :
+                    "must be an origin such as \"https://app.example\" (scheme, host, optional port; no path)" }
+            case "allowHosts":
+                file.allowHosts = try strings(member, path) { BrowserGuard.isHostName($0) ? nil :
+                    "must be a host name such as \"tally.local\" (no scheme or port)" }
+            case "maxSubscriptions": file.maxSubscriptions = try int(member, path, 1...10_000_000)
+            case "maxUnauthenticated": file.maxUnauthenticated = try int(member, path, 1...10_000_000)
             case "users": file.users = try parseUsers(member, path)
             case "roles": file.roles = try parseRoles(member, path)
             case "workflows": file.workflows = try parseWorkflows(member, path)
@@ -91,7 +107,7 @@ public struct HubConfigFile: Sendable {
                     }
                 }
             default:
-                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, users, roles, workflows")
+                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, echo, allowOrigins, allowHosts, maxSubscriptions, maxUnauthenticated, users, roles, workflows")
             }
         }
         // Every role a user or a workflow names must exist.
@@ -130,6 +146,18 @@ public struct HubConfigFile: Sendable {
     static func string(_ value: JSONValue, _ path: String) throws(Invalid) -> String {
         guard case .string(let text) = value, !text.isEmpty else { throw Invalid(path: path, message: "must be a non-empty string") }
         return text
+    }
+
+    /// An array of strings, each checked by `problem` (nil when fine).
+    static func strings(_ value: JSONValue, _ path: String, _ problem: (String) -> String?) throws(Invalid) -> [String] {
+        guard case .array(let items) = value else { throw Invalid(path: path, message: "must be an array of strings") }
+        var result: [String] = []
+        for (index, item) in items.enumerated() {
+            let text = try string(item, "\(path)[\(index)]")
+            if let problem = problem(text) { throw Invalid(path: "\(path)[\(index)]", message: problem) }
+            result.append(text)
+        }
+        return result
     }
 
     static func int(_ value: JSONValue, _ path: String, _ range: ClosedRange<Int>) throws(Invalid) -> Int {

@@ -5,8 +5,19 @@ import TallyStore
 /// Everything `tally serve` decides before the hub starts.
 public struct HubConfiguration: Sendable {
     public var server = ServerConfiguration()
-    /// Serve the WebSocket echo endpoint at `/echo` (interop tests, benchmarks).
-    public var echo = true
+    /// Serve the WebSocket echo endpoint at `/echo` (interop tests,
+    /// benchmarks). nil: only in open mode — on a hub with users it would
+    /// be an unauthenticated endpoint that inflates and deflates whatever
+    /// it is sent.
+    public var echo: Bool?
+    /// Serving a non-loopback address without users (`--open`): the
+    /// DNS-rebinding check then takes any address literal as `Host`.
+    public var openNetwork = false
+    /// Host names taken besides loopback ones in open mode (`--allow-host`).
+    public var allowedHosts: [String] = []
+    /// Origins whose pages may open WebSockets and send writes, besides the
+    /// hub's own (`--allow-origin`).
+    public var allowedOrigins: [String] = []
     /// Where the SQLite store lives; `:memory:` keeps everything in memory
     /// (tests, benchmarks of the non-durable path).
     public var dataDirectory = "./tally-data"
@@ -19,4 +30,13 @@ public struct HubConfiguration: Sendable {
     /// from at `/`, `/app/…` and `/js/…`; nil serves no dashboard.
     public var webDirectory: String?
     public init() {}
+
+    /// Whether `/echo` is served: as asked, else only in open mode.
+    public var servesEcho: Bool { echo ?? (core.authenticator == nil) }
+
+    /// The origin and host checks for this hub (see `BrowserGuard`).
+    public var browserGuard: BrowserGuard {
+        let rule: BrowserGuard.HostRule = core.authenticator != nil ? .any : openNetwork ? .addresses : .loopback
+        return BrowserGuard(hostRule: rule, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins)
+    }
 }

@@ -62,21 +62,66 @@ extension HubCore {
         return stats
     }
 
+    /// Whether `actor` may read the record `name` (owned by `owner`): an
+    /// answer to a write carries the record's data only then.
+    func mayRead(_ actor: Actor, name: String, owner: String?) -> Bool {
+        switch policy.decide(actor, .read, name: name) {
+        case .allowed: true
+        case .ifOwner: owner == actor.user
+        case .denied: false
+        }
+    }
+
+    /// Whether `actor` may read the record or list `name` as it is now.
+    func mayRead(_ actor: Actor, name: String) -> Bool {
+        switch policy.decide(actor, .read, name: name) {
+        case .allowed: true
+        case .ifOwner: ((try? cache.record(name))??.owner).map { $0 == actor.user } ?? false
+        case .denied: false
+        }
+    }
+
+    /// `error` without the current data a `conflict` carries, when the
+    /// caller may write the record but not read it.
+    func redacted(_ error: ProtocolError, for actor: Actor) -> ProtocolError {
+        guard error.code == .conflict,
+              let name = error.details["name"]?.stringValue ?? error.details["list"]?.stringValue,
+              error.details["data"] != nil || error.details["entries"] != nil,
+              !mayRead(actor, name: name) else { return error }
+        var error = error
+        error.details["data"] = nil
+        error.details["entries"] = nil
+        return error
+    }
+
     /// `noteRefusal` for refusals answered on a loop thread (it touches only
     /// atomics and the logger, which are thread-safe).
     func noteRefusalFromLoop(_ error: ProtocolError, actor: Actor?) { noteRefusal(error, actor: actor) }
 
-    /// Counts and logs refusals for `/metrics` and the operator.
+    /// Counts and logs refusals for `/metrics` and the operator. The log
+    /// lines are rate-limited (`refusalLog`); the counters count every one.
     func noteRefusal(_ error: ProtocolError, actor: Actor?) {
+        let event: String
         switch error.code {
         case .unauthorized:
             metrics.authFailures.add(1, ordering: .relaxed)
-            logger.warning("auth.failed", ["reason": error.message])
+            event = "auth.failed"
         case .forbidden:
             metrics.denied.add(1, ordering: .relaxed)
-            logger.warning("access.denied", ["user": actor?.user ?? "", "role": actor?.role ?? "", "reason": error.message])
+            event = "access.denied"
+        case .originNotAllowed, .hostNotAllowed:
+            metrics.browserRefusals.add(1, ordering: .relaxed)
+            event = "browser.refused"
         default:
-            break
+            return
+        }
+        guard let dropped = refusalLog.admit(now: configuration.clock()) else { return }
+        let user = actor?.user ?? "", role = actor?.role ?? ""
+        if dropped > 0 {
+            logger.warning(event, ["user": user, "role": role, "reason": error.message,
+                                   "suppressed": String(dropped)])
+        } else {
+            logger.warning(event, ["user": user, "role": role, "reason": error.message])
         }
     }
 }

@@ -7,6 +7,8 @@ import TallyStore
 /// REST calls, answered with the same semantics as the WebSocket operations.
 extension HubCore {
     func handle(_ call: RESTCall) {
+        // The connection closed while the call waited: nobody reads the answer.
+        guard !call.responder.isCancelled else { return }
         metrics.requests.add(1, ordering: .relaxed)
         let head = headSeq
         var ifMatch = false
@@ -41,8 +43,8 @@ extension HubCore {
                     // Version 1 only ever comes from creating the record, so a
                     // retried key answers 201 exactly when the first did.
                     let created = result.reply["version"] == .number(JSONNumber(1))
-                    respond(call, created ? .created : .ok, record.envelope(), etag: record.version,
-                            after: max(result.seq, record.seq))
+                    respond(call, created ? .created : .ok, envelope(of: record, reply: result.reply, for: call.actor),
+                            etag: record.version, after: max(result.seq, record.seq))
                 }
                 fanOut(result.changes)
             case .getList(let name):
@@ -52,7 +54,8 @@ extension HubCore {
             case .writeList(let write, let key):
                 let result = try self.write([write], atomic: false, key: key, actor: call.actor).get()
                 if let list = try cache.list(write.name) {
-                    respond(call, .ok, list.envelope(nameKey: "name"), etag: list.version, after: max(result.seq, list.seq))
+                    let body = mayRead(call.actor, name: list.name) ? list.envelope(nameKey: "name") : Self.members(of: result.reply)
+                    respond(call, .ok, body, etag: list.version, after: max(result.seq, list.seq))
                 } else {
                     var writer = MessageWriter()
                     writer.members(of: result.reply)
@@ -96,11 +99,8 @@ extension HubCore {
                 let result = try self.write([Write(name: name, action: .advance(step))], atomic: false, key: key,
                                             actor: call.actor).get()
                 guard let record = try cache.record(name) else { throw ProtocolError(.notFound, "no record named \"\(name)\"") }
-                var writer = MessageWriter(capacity: record.dataBytes.count + 128)
-                record.envelope(into: &writer)
-                if let from = result.reply["from"] { writer.value("from", from) }
-                if let to = result.reply["to"] { writer.value("to", to) }
-                respond(call, .ok, writer.finish(), etag: record.version, after: max(result.seq, record.seq))
+                respond(call, .ok, envelope(of: record, reply: result.reply, for: call.actor),
+                        etag: record.version, after: max(result.seq, record.seq))
                 fanOut(result.changes)
             case .resolve(let code):
                 try resolve(code, call: call, head: head)
@@ -125,6 +125,24 @@ extension HubCore {
             noteRefusal(error, actor: call.actor)
             emit(.http(call.responder, REST.response(for: error, ifMatch: ifMatch)), after: 0)
         }
+    }
+
+    /// The answer to a write: the record's envelope (plus an advance's
+    /// `from` and `to`), or — for a caller that may write the record but
+    /// not read it — only the write's reply members, as over WebSocket.
+    private func envelope(of record: RecordState, reply: JSONObject, for actor: Actor) -> [UInt8] {
+        guard mayRead(actor, name: record.name, owner: record.owner) else { return Self.members(of: reply) }
+        var writer = MessageWriter(capacity: record.dataBytes.count + 128)
+        record.envelope(into: &writer)
+        if let from = reply["from"] { writer.value("from", from) }
+        if let to = reply["to"] { writer.value("to", to) }
+        return writer.finish()
+    }
+
+    static func members(of reply: JSONObject) -> [UInt8] {
+        var writer = MessageWriter()
+        writer.members(of: reply)
+        return writer.finish()
     }
 
     private func respond(_ call: RESTCall, _ status: HTTPStatus, _ body: [UInt8], etag: Int64? = nil, after seq: Int64) {

@@ -7,7 +7,9 @@ import TallyWebSocket
 /// The protocol's operations on a WebSocket session.
 extension HubCore {
     func handle(_ request: Request, from session: Session) {
-        guard session.slot >= 0 else { return }
+        // A closed connection's queued requests are dropped: building the
+        // snapshots it asked for would only cost time and memory.
+        guard session.slot >= 0, !session.isClosed else { return }
         let id = request.id
         if case .hello = request.operation {} else if session.actor == nil {
             return answer(session, id: id, error: ProtocolError(.unauthorized,
@@ -64,6 +66,7 @@ extension HubCore {
             if let token = hello.token {
                 session.actor = authenticator.actor(token: token)
             }
+            session.authenticated(metrics)
             guard session.actor != nil else {
                 let problem = hello.token == nil ? "this hub needs a token: send it in hello as \"token\"" : "the token is not one this hub knows"
                 answer(session, id: id, error: ProtocolError(.unauthorized, problem))
@@ -186,6 +189,12 @@ extension HubCore {
         let head = headSeq
         do throws(ProtocolError) {
             try checkSubscribe(target, actor: actor)
+            let limit = configuration.maxSubscriptionsPerConnection
+            if registry.count(of: session.slot) >= limit, !registry.subscriptions(of: session.slot).contains(target) {
+                throw ProtocolError(.tooManySubscriptions,
+                                    "this connection already has \(limit) subscriptions, the hub's limit; unsubscribe from some, subscribe to a prefix instead of many names, or raise maxSubscriptions",
+                                    details: ["limit": .number(JSONNumber(Int64(limit)))])
+            }
             if case .topic = target {
                 registry.add(target, slot: session.slot)
                 metrics.subscriptions.store(registry.count, ordering: .relaxed)
@@ -356,7 +365,7 @@ extension HubCore {
             changes = try engine.apply(plan.writes, atomic: atomic, origins: plan.origins, to: &cache,
                                        firstSeq: headSeq + 1, now: now)
         } catch {
-            return .failure(error)
+            return .failure(redacted(error, for: actor))
         }
         for (prefix, delta) in plan.deltas { workflowStats[prefix]?.apply(delta) }
         let last = changes.last!.seq
@@ -368,6 +377,9 @@ extension HubCore {
         func result(_ index: Int) -> JSONValue {
             var reply = changes[plan.primaries[index]].reply
             for (key, value) in plan.replyExtras[index] ?? [:] { reply[key] = value }
+            // An increment answers with the new value: not for a caller
+            // that may write the record but not read it.
+            if reply["value"] != nil, !mayRead(actor, name: changes[plan.primaries[index]].name) { reply["value"] = nil }
             return .object(reply)
         }
         var reply: JSONObject

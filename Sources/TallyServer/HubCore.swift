@@ -14,6 +14,12 @@ public struct CoreConfiguration: Sendable {
     public var cacheCapacity = 200_000
     /// Most records in a prefix subscription's snapshot.
     public var maxSnapshotRecords = 10_000
+    /// Most subscriptions one connection may hold; more are refused with
+    /// `too_many_subscriptions`.
+    public var maxSubscriptionsPerConnection = 10_000
+    /// Most WebSocket connections, hub-wide, that have not authenticated
+    /// yet (a hub with users); more upgrades are refused with 503.
+    public var maxUnauthenticatedConnections = 1_000
     /// Most changes a resume replays; beyond that the client resnapshots.
     public var maxReplayChanges = 10_000
     /// Most log rows a resume may scan (the log is indexed by seq only, so a
@@ -93,6 +99,8 @@ public final class HubCore: @unchecked Sendable {
     let configuration: CoreConfiguration
     let metrics = HubMetrics()
     let logger: Logger
+    /// Refusals (tokens, rules, origins) are logged a few a second at most.
+    let refusalLog = LogRateLimit()
 
     // Core thread only, from here on.
     let engine: Engine
@@ -290,6 +298,7 @@ public final class HubCore: @unchecked Sendable {
 
     private func close(_ session: Session) {
         guard session.slot >= 0 else { return }
+        session.authenticated(metrics)
         registry.releaseSubscriber(session.slot)
         sessions[session.slot] = nil
         session.slot = -1

@@ -27,6 +27,9 @@ final class HubMetrics: Sendable {
     let clients = Atomic<Int>(0)
     let clientOutboxTotal = Atomic<Int>(0)
     let denied = Atomic<Int>(0)
+    let browserRefusals = Atomic<Int>(0)
+    /// WebSocket connections that have not authenticated yet (a hub with users).
+    let unauthenticated = Atomic<Int>(0)
     /// Batches of core work done by the core thread, and done in place by
     /// the thread that brought them (a loop, the store writer) while the
     /// core was idle.
@@ -76,6 +79,8 @@ final class HubMetrics: Sendable {
         metric("tally_client_outbox_total", "gauge", "Writes waiting in connected clients' outboxes, as they reported.", value(clientOutboxTotal))
         metric("tally_auth_failures_total", "counter", "Requests refused for a missing or unknown token.", value(authFailures))
         metric("tally_denied_total", "counter", "Operations refused by the access rules or a workflow's roles.", value(denied))
+        metric("tally_browser_refusals_total", "counter", "Requests refused for their Origin or Host (cross-site pages, DNS rebinding).", value(browserRefusals))
+        metric("tally_unauthenticated_connections", "gauge", "WebSocket connections that have not sent a valid token yet.", value(unauthenticated))
         text += "# HELP tally_core_batches_total Batches of core work, by the thread that did them.\n"
         text += "# TYPE tally_core_batches_total counter\n"
         text += "tally_core_batches_total{thread=\"core\"} \(value(coreBatchesQueued))\n"

@@ -18,16 +18,20 @@ final class HubRoutes: HTTPApplication {
         case sync
         /// Answered later through the responder, from any thread: for work
         /// that must not run on the loop (hashing and fsyncing blobs).
-        case deferred(@Sendable (HTTPRequest, [String: String], HTTPResponder) -> Void)
+        /// `screen` refuses an upload from its headers, before the body is read.
+        case deferred(screen: (@Sendable (HTTPRequest, [String: String]) -> HTTPResponse?)?,
+                      @Sendable (HTTPRequest, [String: String], HTTPResponder) -> Void)
     }
 
     private let router: HTTPRouter<Route>
     private let core: HubCore
     private let messageLimits: JSONLimits
+    private let browserGuard: BrowserGuard
     let metricsSource = MetricsSource()
 
     init(configuration: HubConfiguration, core: HubCore, blobs: BlobStore) {
         self.core = core
+        self.browserGuard = configuration.browserGuard
         var router = HTTPRouter<Route>()
         router.add("GET", "/healthz", .respond { _, _ in
             .json(.ok, Array(#"{"status":"ok"}"#.utf8))
@@ -38,7 +42,7 @@ final class HubRoutes: HTTPApplication {
             response.headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             return response
         })
-        if configuration.echo {
+        if configuration.servesEcho {
             router.add("GET", "/echo", .upgrade(WebSocketRoute { _ in EchoHandler() }))
         }
         var messageLimits = JSONLimits()
@@ -56,7 +60,39 @@ final class HubRoutes: HTTPApplication {
         self.router = router
     }
 
+    /// Refuses, from its headers alone, a request whose body the hub should
+    /// not read: from a page it does not take, to a route that takes no body,
+    /// without a valid token, or not declared as JSON.
+    func screen(_ head: HTTPRequest, context: RequestContext) -> HTTPResponse? {
+        if let refusal = browserGuard.check(head, isTLS: context.isTLS, upgrade: false) {
+            return refuse(refusal)
+        }
+        switch router.match(method: head.method, path: head.path) {
+        case .found(.rest, _) where BrowserGuard.changesState(head.method) && head.method != "DELETE":
+            if case .refused(let refusal) = Self.authenticate(core: core, head, headerRequired: true) { return refusal }
+            return BrowserGuard.checkJSONBody(head, hasBody: true).map(refuse)
+        case .found(.deferred(let screen, _), let parameters) where head.method == "PUT":
+            return screen?(head, parameters)
+        case .found:
+            return .error(.badRequest, code: "bad_request", message: "\(head.method) \(head.path) takes no request body; send it without one")
+        case .methodNotAllowed, .notFound:
+            // `handle` answers these without looking at a body.
+            guard case .respond(let response) = handle(head, context: context) else { return nil }
+            return response
+        }
+    }
+
+    /// Counts and logs a refusal answered on the loop, and its response.
+    private func refuse(_ error: ProtocolError) -> HTTPResponse {
+        core.noteRefusalFromLoop(error, actor: nil)
+        return REST.response(for: error)
+    }
+
     func handle(_ request: HTTPRequest, context: RequestContext) -> HTTPAction {
+        let upgrade = request.headers.containsToken("Upgrade", "websocket")
+        if let refusal = browserGuard.check(request, isTLS: context.isTLS, upgrade: upgrade) {
+            return .respond(refuse(refusal))
+        }
         switch router.match(method: request.method, path: request.path) {
         case .found(.respond(let respond), let parameters):
             return .respond(respond(request, parameters))
@@ -65,6 +101,9 @@ final class HubRoutes: HTTPApplication {
             switch Self.authenticate(core: core, request, headerRequired: true) {
             case .known(let known): actor = known!
             case .refused(let refusal): return .respond(refusal)
+            }
+            if let refusal = BrowserGuard.checkJSONBody(request, hasBody: !request.body.isEmpty) {
+                return .respond(refuse(refusal))
             }
             let operation: RESTCall.Operation
             do { operation = try parse(request, parameters) } catch {
@@ -80,12 +119,21 @@ final class HubRoutes: HTTPApplication {
             case .known(let known): actor = known
             case .refused(let refusal): return .respond(refusal)
             }
+            // Connections that have not authenticated are capped: each
+            // costs the hub memory and a slot before it proves anything.
+            if actor == nil,
+               core.metrics.unauthenticated.load(ordering: .relaxed) >= core.configuration.maxUnauthenticatedConnections {
+                var response = REST.response(for: ProtocolError(.tooManyConnections,
+                    "the hub has \(core.configuration.maxUnauthenticatedConnections) connections waiting to authenticate; send the token in the Authorization header of the upgrade, or retry shortly"))
+                response.headers.set("Retry-After", "1")
+                return .respond(response)
+            }
             let core = core
             let limits = messageLimits
             return .upgrade(WebSocketRoute(subprotocols: ["tally.v1"]) { _ in
                 SyncHandler(core: core, limits: limits, actor: actor)
             })
-        case .found(.deferred(let start), let parameters):
+        case .found(.deferred(_, let start), let parameters):
             return .deferred { responder in start(request, parameters, responder) }
         case .found(.upgrade(let route), _):
             return .upgrade(route)

@@ -45,7 +45,9 @@ enum REST {
         case .storageFailed, .shuttingDown: .serviceUnavailable
         case .resnapshot: HTTPStatus(410, "Gone")
         case .unauthorized: .unauthorized
-        case .forbidden: .forbidden
+        case .forbidden, .originNotAllowed, .hostNotAllowed: .forbidden
+        case .unsupportedMediaType: HTTPStatus(415, "Unsupported Media Type")
+        case .tooManyConnections: .serviceUnavailable
         default: .badRequest
         }
     }
@@ -81,14 +83,20 @@ enum REST {
         }
     }
 
-    /// Query parameters, percent-decoded (`+` is a space in forms).
-    static func query(_ request: HTTPRequest) -> [String: String] {
+    /// Query parameters, percent-decoded (`+` is a space in forms). A broken
+    /// escape is refused rather than read as an empty value, which would
+    /// turn `prefix=%FF` into "every record".
+    static func query(_ request: HTTPRequest) throws(ProtocolError) -> [String: String] {
         var result: [String: String] = [:]
         for pair in (request.query ?? "").split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let key = percentDecoded(parts[0]) else { continue }
-            let raw = parts.count > 1 ? parts[1] : ""
-            result[key] = percentDecoded(Substring(String(raw.map { $0 == "+" ? " " : $0 }))) ?? ""
+            func decoded(_ text: Substring) throws(ProtocolError) -> String {
+                guard let value = percentDecoded(Substring(String(text.map { $0 == "+" ? " " : $0 }))) else {
+                    throw .badField(String(parts[0]), "the query parameter '\(pair)' has a broken %-escape or is not UTF-8; escape '%' as %25")
+                }
+                return value
+            }
+            result[try decoded(parts[0])] = try decoded(parts.count > 1 ? parts[1] : "")
         }
         return result
     }

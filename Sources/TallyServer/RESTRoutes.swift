@@ -7,7 +7,7 @@ import TallyProtocol
 enum RESTRoutes {
     static func add(to router: inout HTTPRouter<HubRoutes.Route>, limits: JSONLimits) {
         router.add("GET", "/v1/records", .rest { request, _ throws(ProtocolError) in
-            let query = REST.query(request)
+            let query = try REST.query(request)
             let prefix = query["prefix"] ?? ""
             try Names.validatePrefix(prefix, field: "prefix")
             let limit = try REST.integer(query["limit"], field: "limit", default: Int64(Request.maxPageSize),
@@ -44,7 +44,7 @@ enum RESTRoutes {
                 throw ProtocolError.badField("entry", "the body is the entry to add: a JSON string such as \"orders/42\"")
             }
             try Names.validate(added, field: "entry")
-            let query = REST.query(request)
+            let query = try REST.query(request)
             let at = try query["at"].map { text throws(ProtocolError) in
                 Int(try REST.integer(text, field: "at", default: 0, range: 0...Int64(RecordPath.maxIndex)))
             }
@@ -59,7 +59,7 @@ enum RESTRoutes {
             return .writeList(Write(name: list, action: .removeEntry(entry, at: nil)), key: try REST.idempotencyKey(request))
         })
         router.add("GET", "/v1/changes", .rest { request, _ throws(ProtocolError) in
-            let query = REST.query(request)
+            let query = try REST.query(request)
             guard let sinceText = query["since"] else {
                 throw .badField("since", "give since=N: the last seq you have (0 for everything)")
             }
@@ -95,7 +95,10 @@ enum RESTRoutes {
         router.add("GET", "/v1/admin/clients", .rest { _, _ throws(ProtocolError) in .clients })
         router.add("GET", "/v1/workflows", .rest { _, _ throws(ProtocolError) in .workflows })
         router.add("GET", "/v1/resolve/{code...}", .rest { _, parameters throws(ProtocolError) in
-            guard let code = REST.percentDecoded(Substring(parameters["code"]!)), !code.isEmpty, code.utf8.count <= 2048 else {
+            // The HTTP parser has decoded the path once; decoding again would
+            // read an escaped '%' as the start of another escape (A%2541 → AA).
+            let code = parameters["code"]!
+            guard !code.isEmpty, code.utf8.count <= 2048 else {
                 throw ProtocolError.badField("code", "the code must be 1 to 2048 bytes of percent-encoded UTF-8")
             }
             return .resolve(code)

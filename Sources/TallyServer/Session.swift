@@ -1,3 +1,4 @@
+import Synchronization
 import TallyEngine
 import TallyNet
 import TallyProtocol
@@ -10,6 +11,15 @@ final class Session: @unchecked Sendable {
     let socket: WebSocket
     let loop: EventLoop
     let id: Int
+    /// Set by the loop when the connection closes: the core skips what the
+    /// connection still had queued (snapshots nobody will read).
+    private let closedFlag = Atomic<Bool>(false)
+    var isClosed: Bool { closedFlag.load(ordering: .relaxed) }
+    func markClosed() { closedFlag.store(true, ordering: .relaxed) }
+
+    /// Counted in `HubMetrics.unauthenticated` (set by the loop before the
+    /// core sees the session, then core thread only).
+    var countedUnauthenticated = false
 
     // Core thread only.
     var slot = -1
@@ -33,6 +43,13 @@ final class Session: @unchecked Sendable {
         self.loop = socket.loop
         self.id = id
     }
+
+    /// No longer counted as unauthenticated: it authenticated or closed.
+    func authenticated(_ metrics: HubMetrics) {
+        guard countedUnauthenticated else { return }
+        countedUnauthenticated = false
+        metrics.unauthenticated.subtract(1, ordering: .relaxed)
+    }
 }
 
 /// The `/v1/ws` handler: parses and decodes frames on the loop thread (so
@@ -52,6 +69,10 @@ final class SyncHandler: WebSocketHandler {
 
     func webSocketDidOpen(_ socket: WebSocket) {
         let session = Session(socket: socket, id: core.nextSessionID(), actor: actor)
+        if actor == nil, core.configuration.authenticator != nil {
+            session.countedUnauthenticated = true
+            core.metrics.unauthenticated.add(1, ordering: .relaxed)
+        }
         self.session = session
         core.post(from: socket.loop, .open(session))
     }
@@ -78,6 +99,7 @@ final class SyncHandler: WebSocketHandler {
     func webSocketDidClose(_ socket: WebSocket, code: WebSocketCloseCode, reason: String) {
         guard let session else { return }
         self.session = nil
+        session.markClosed()
         core.post(from: socket.loop, .close(session))
     }
 }

@@ -66,13 +66,13 @@ public struct StaticFiles: Sendable {
         let serve: @Sendable (HTTPRequest, String, String, HTTPResponder) -> Void = { request, directory, relative, responder in
             queue.async { responder.respond(files.response(for: request, directory: directory, relative: relative)) }
         }
-        router.add("GET", "/", .deferred { request, _, responder in
+        router.add("GET", "/", .deferred(screen: nil) { request, _, responder in
             serve(request, "web", "index.html", responder)
         })
-        router.add("GET", "/app/{path...}", .deferred { request, parameters, responder in
+        router.add("GET", "/app/{path...}", .deferred(screen: nil) { request, parameters, responder in
             serve(request, "web", parameters["path"] ?? "", responder)
         })
-        router.add("GET", "/js/{path...}", .deferred { request, parameters, responder in
+        router.add("GET", "/js/{path...}", .deferred(screen: nil) { request, parameters, responder in
             serve(request, "js", parameters["path"] ?? "", responder)
         })
     }

@@ -35,7 +35,18 @@ enum ServeCommand {
       --threads N              event-loop threads (default: number of cores)
       --tls-cert FILE          PEM certificate chain: serve https:// and wss://
       --tls-key FILE           PEM private key for --tls-cert
-      --no-echo                do not serve the WebSocket echo endpoint /echo
+      --echo                   serve the WebSocket echo endpoint /echo even on a
+                               hub with users (by default only in open mode)
+      --no-echo                do not serve /echo
+      --allow-origin ORIGIN    also take WebSocket upgrades and HTTP writes from
+                               web pages at ORIGIN (https://app.example:8443);
+                               repeatable. Default: the hub's own origin only
+      --allow-host NAME        in open mode, also answer to Host NAME (default:
+                               loopback names and addresses; with --open, any
+                               address); repeatable
+      --max-subscriptions N    subscriptions per connection (default 10000)
+      --max-unauthenticated N  WebSocket connections that have not sent a valid
+                               token yet, hub-wide (default 1000)
       --no-compression         refuse permessage-deflate
       --max-message-size SIZE  largest WebSocket message, e.g. 1M (default 16M)
       --max-outbound SIZE      per-connection send buffer bound (default 8M);
@@ -52,8 +63,9 @@ enum ServeCommand {
         let arguments = try Arguments(args, command: "serve",
             valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-age",
                      "max-record-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
-                     "ping-interval", "idle-timeout", "log-level", "demo-interval", "web"],
-            flags: ["no-echo", "no-compression", "open", "demo", "help"])
+                     "ping-interval", "idle-timeout", "log-level", "demo-interval", "web",
+                     "allow-origin", "allow-host", "max-subscriptions", "max-unauthenticated"],
+            flags: ["echo", "no-echo", "no-compression", "open", "demo", "help"])
         if arguments.flag("help") { print(help); return 0 }
         try arguments.noPositionals("serve")
         var configuration = HubConfiguration()
@@ -71,6 +83,11 @@ enum ServeCommand {
                 if let size = file.maxRecordSize { configuration.core.limits.maxRecordBytes = size }
                 if let size = file.maxMessageSize { server.webSocket.maxMessageSize = size }
                 if let size = file.maxBlobSize { configuration.maxBlobBytes = size }
+                if let echo = file.echo { configuration.echo = echo }
+                if let origins = file.allowOrigins { configuration.allowedOrigins = origins }
+                if let hosts = file.allowHosts { configuration.allowedHosts = hosts }
+                if let count = file.maxSubscriptions { configuration.core.maxSubscriptionsPerConnection = count }
+                if let count = file.maxUnauthenticated { configuration.core.maxUnauthenticatedConnections = count }
                 configuration.core.planner = WorkflowPlanner(workflows: file.workflowSet, policy: file.policy)
                 if let users = file.users, !users.isEmpty {
                     configuration.core.authenticator = Authenticator(users: users)
@@ -106,7 +123,31 @@ enum ServeCommand {
         if let ms = try arguments.millis("ping-interval") { server.webSocket.pingIntervalMillis = ms }
         if let ms = try arguments.millis("idle-timeout") { server.webSocket.idleTimeoutMillis = ms }
         if arguments.flag("no-compression") { server.webSocket.deflate.enabled = false }
-        configuration.echo = !arguments.flag("no-echo")
+        switch (arguments.flag("echo"), arguments.flag("no-echo")) {
+        case (true, true): throw UsageError(message: "--echo and --no-echo contradict each other; give one")
+        case (true, false): configuration.echo = true
+        case (false, true): configuration.echo = false
+        case (false, false): break
+        }
+        for origin in arguments.strings("allow-origin") {
+            guard BrowserGuard.normalizedOrigin(origin) != nil else {
+                throw UsageError(message: "--allow-origin takes an origin such as https://app.example or http://10.0.0.5:8080 (scheme, host, optional port; no path), not '\(origin)'")
+            }
+            configuration.allowedOrigins.append(origin)
+        }
+        for host in arguments.strings("allow-host") {
+            guard BrowserGuard.isHostName(host) else {
+                throw UsageError(message: "--allow-host takes a host name such as tally.local (no scheme or port), not '\(host)'")
+            }
+            configuration.allowedHosts.append(host)
+        }
+        if let count = try arguments.int("max-subscriptions", in: 1...10_000_000) {
+            configuration.core.maxSubscriptionsPerConnection = count
+        }
+        if let count = try arguments.int("max-unauthenticated", in: 1...10_000_000) {
+            configuration.core.maxUnauthenticatedConnections = count
+        }
+        configuration.openNetwork = arguments.flag("open")
         if let web = arguments.string("web") {
             guard StaticFiles.isClientsDirectory(web) else {
                 throw UsageError(message: "--web must be a directory holding web/index.html and js/ (the checkout's Clients/), not '\(web)'")
@@ -167,7 +208,7 @@ enum ServeCommand {
         server.logger.info("server.started", ["address": "\(scheme)://\(host):\(hub.port)",
                                               "threads": String(server.threads),
                                               "tls": server.tls == nil ? "off" : "on",
-                                              "echo": configuration.echo ? "on" : "off",
+                                              "echo": configuration.servesEcho ? "on" : "off",
                                               "data": configuration.dataDirectory,
                                               "durability": configuration.durability.rawValue,
                                               "web": configuration.webDirectory ?? "none",

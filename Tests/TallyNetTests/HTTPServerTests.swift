@@ -9,12 +9,12 @@ import TallyServer
         try withServer(testConfiguration(), TestApp()) { server, _ in
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
-            try raw.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\n")
             let first = try raw.readResponse()
             #expect(first.status == 200)
             #expect(first.text == "hello")
             #expect(first.head.headers["Connection"] == nil)
-            try raw.send("GET /world HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("GET /world HTTP/1.1\r\nHost: localhost\r\n\r\n")
             let second = try raw.readResponse()
             #expect(second.status == 200)
             #expect(second.text == "world")
@@ -27,8 +27,8 @@ import TallyServer
         try withServer(testConfiguration(), TestApp()) { server, _ in
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
-            try raw.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\nGET /world HTTP/1.1\r\nHost: x\r\n\r\n"
-                + "GET /missing HTTP/1.1\r\nHost: x\r\n\r\nGET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            try raw.send("GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\nGET /world HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                + "GET /missing HTTP/1.1\r\nHost: localhost\r\n\r\nGET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             #expect(try raw.readResponse().text == "hello")
             #expect(try raw.readResponse().text == "world")
             #expect(try raw.readResponse().status == 404)
@@ -44,7 +44,7 @@ import TallyServer
         try withServer(testConfiguration(), TestApp()) { server, _ in
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
-            for byte in "GET /world HTTP/1.1\r\nHost: x\r\n\r\n".utf8 { try raw.send([byte]) }
+            for byte in "GET /world HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8 { try raw.send([byte]) }
             #expect(try raw.readResponse().text == "world")
         }
     }
@@ -53,7 +53,7 @@ import TallyServer
         try withServer(testConfiguration(), TestApp()) { server, _ in
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
-            try raw.send("GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            try raw.send("GET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             let response = try raw.readResponse()
             #expect(response.text == "hello")
             #expect(response.head.headers["Connection"] == "close")
@@ -86,7 +86,7 @@ import TallyServer
         try withServer(testConfiguration { $0.httpLimits.maxRequestLineBytes = 100 }, TestApp()) { server, _ in
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
-            try raw.send("GET /" + String(repeating: "a", count: 200) + " HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("GET /" + String(repeating: "a", count: 200) + " HTTP/1.1\r\nHost: localhost\r\n\r\n")
             let response = try raw.readResponse()
             #expect(response.status == 414)
             #expect(response.text.contains("uri_too_long"))
@@ -97,7 +97,7 @@ import TallyServer
         try withServer(testConfiguration(), TestApp()) { server, _ in
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
-            try raw.send("GET /ws HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("GET /ws HTTP/1.1\r\nHost: localhost\r\n\r\n")
             let response = try raw.readResponse()
             #expect(response.status == 426)
             #expect(response.head.headers["Upgrade"] == "websocket")
@@ -105,7 +105,7 @@ import TallyServer
             #expect(response.head.headers["Content-Type"] == "application/json")
             #expect(response.text.contains("upgrade_required"))
             // The connection stays usable.
-            try raw.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\n")
             #expect(try raw.readResponse().text == "hello")
         }
     }
@@ -137,7 +137,7 @@ import TallyServer
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
             let started = Sys.monotonicMillis()
-            try raw.send("GET /hello HTTP/1.1\r\nHost: x\r\n")
+            try raw.send("GET /hello HTTP/1.1\r\nHost: localhost\r\n")
             let response = try raw.readResponse()
             let elapsed = Sys.monotonicMillis() - started
             #expect(response.status == 408)
@@ -153,10 +153,10 @@ import TallyServer
         try withServer(testConfiguration { $0.requestTimeoutMillis = 100 }, TestApp()) { server, _ in
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
-            try raw.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\n")
             #expect(try raw.readResponse().status == 200)
             #expect(!raw.waitForEOF(timeoutMillis: 400), "an idle keep-alive connection was closed")
-            try raw.send("GET /world HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("GET /world HTTP/1.1\r\nHost: localhost\r\n\r\n")
             #expect(try raw.readResponse().text == "world")
         }
     }
@@ -165,7 +165,7 @@ import TallyServer
         try withServer(testConfiguration { $0.keepAliveTimeoutMillis = 200 }, TestApp()) { server, _ in
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
-            try raw.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\n")
             #expect(try raw.readResponse().status == 200)
             #expect(raw.waitForEOF())
             #expect(eventually { server.metricsSnapshot()[.connectionsOpen] == 0 })
@@ -177,8 +177,8 @@ import TallyServer
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
             // The body must be consumed, or it would be read as the next request.
-            try raw.send("POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nabcde"
-                + "GET /world HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("POST /hello HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nabcde"
+                + "GET /world HTTP/1.1\r\nHost: localhost\r\n\r\n")
             #expect(try raw.readResponse().text == "hello")
             #expect(try raw.readResponse().text == "world")
         }
@@ -190,7 +190,7 @@ import TallyServer
         try withServer(testConfiguration(), TestApp()) { server, _ in
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
-            try raw.send("HEAD /hello HTTP/1.1\r\nHost: x\r\n\r\nGET /world HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("HEAD /hello HTTP/1.1\r\nHost: localhost\r\n\r\nGET /world HTTP/1.1\r\nHost: localhost\r\n\r\n")
             let head = try raw.readResponse(bodyless: true)
             #expect(head.status == 200)
             #expect(head.head.headers["Content-Length"] == "5")
@@ -207,7 +207,7 @@ import TallyServer
         try withServer(testConfiguration(), TestApp()) { server, _ in
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
-            try raw.send("POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+            try raw.send("POST /hello HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
             let interim = try raw.readResponse(timeoutMillis: 1_000, bodyless: true)
             #expect(interim.status == 100)
             try raw.send("abcde")
@@ -223,7 +223,7 @@ import TallyServer
         try withHub { hub, _ in
             let raw = try RawSocket(port: hub.port)
             defer { raw.close() }
-            try raw.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             let response = try raw.readResponse()
             #expect(response.status == 200)
             #expect(response.head.headers["Content-Type"] == "application/json")
@@ -235,11 +235,11 @@ import TallyServer
         try withHub { hub, _ in
             let raw = try RawSocket(port: hub.port)
             defer { raw.close() }
-            try raw.send("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("GET /nope HTTP/1.1\r\nHost: localhost\r\n\r\n")
             let missing = try raw.readResponse()
             #expect(missing.status == 404)
             #expect(missing.text.contains("not_found"))
-            try raw.send("POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+            try raw.send("POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n")
             let wrong = try raw.readResponse()
             #expect(wrong.status == 405)
             let allow = wrong.head.headers["Allow"] ?? ""
@@ -252,7 +252,7 @@ import TallyServer
         try withHub({ $0.echo = false }) { hub, _ in
             let raw = try RawSocket(port: hub.port)
             defer { raw.close() }
-            try raw.send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("GET /echo HTTP/1.1\r\nHost: localhost\r\n\r\n")
             #expect(try raw.readResponse().status == 404)
         }
     }
@@ -269,6 +269,6 @@ struct RawRequest: Sendable, CustomTestStringConvertible {
 /// An opening handshake for /ws with one part changed.
 func handshake(method: String = "GET", httpVersion: String = "1.1", connection: String = "Upgrade",
                key: String = "dGhlIHNhbXBsZSBub25jZQ==", version: String = "13", extra: String = "") -> String {
-    "\(method) /ws HTTP/\(httpVersion)\r\nHost: x\r\nUpgrade: websocket\r\nConnection: \(connection)\r\n"
+    "\(method) /ws HTTP/\(httpVersion)\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: \(connection)\r\n"
         + "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: \(version)\r\n\(extra)\r\n"
 }

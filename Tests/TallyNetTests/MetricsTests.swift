@@ -81,7 +81,7 @@ func metricValue(_ text: String, _ name: String) -> Int? {
 
             let raw = try RawSocket(port: hub.port)
             defer { raw.close() }
-            try raw.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            try raw.send("GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
             let response = try raw.readResponse()
             #expect(response.status == 200)
             #expect(response.head.headers["Content-Type"]?.hasPrefix("text/plain; version=0.0.4") == true)

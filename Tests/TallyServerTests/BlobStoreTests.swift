@@ -259,7 +259,10 @@ final class BlobDataDirectory {
             }
             let stale = try server.send("GET", "/v1/blobs/\(sha)", ["If-None-Match": "\"\(String(repeating: "0", count: 64))\""])
             #expect(stale.status == 200 && stale.body == bytes)
-            #expect(server.authorized.withLock { $0 } == ["create blobs/\(sha)", "create blobs/\(sha)"] + Array(repeating: "read blobs/\(sha)", count: 7))
+            // Each upload is authorized twice: from its headers before the
+            // body is read (`screen`), and with the whole request.
+            #expect(server.authorized.withLock { $0 } == Array(repeating: "create blobs/\(sha)", count: 4)
+                    + Array(repeating: "read blobs/\(sha)", count: 7))
         }
 
         @Test func errorsCarryTheContractsCodes() throws {
@@ -365,11 +368,17 @@ final class BlobTestServer {
         init(router: HTTPRouter<HubRoutes.Route>) { self.router = router }
         func handle(_ request: HTTPRequest, context: RequestContext) -> HTTPAction {
             switch router.match(method: request.method, path: request.path) {
-            case .found(.deferred(let start), let parameters):
+            case .found(.deferred(_, let start), let parameters):
                 return .deferred { start(request, parameters, $0) }
             default:
                 return .respond(.error(.notFound, code: "not_found", message: "not a blob route"))
             }
+        }
+        func screen(_ head: HTTPRequest, context: RequestContext) -> HTTPResponse? {
+            guard case .found(.deferred(let screen?, _), let parameters) = router.match(method: head.method, path: head.path) else {
+                return nil
+            }
+            return screen(head, parameters)
         }
     }
 

@@ -201,8 +201,9 @@ def test_the_schema_is_a_2020_12_schema(schema):
     Draft202012Validator.check_schema(schema)
     assert schema["additionalProperties"] is False
     assert set(schema["properties"]) == {"host", "port", "threads", "data", "durability", "retention",
-                                         "maxRecordSize", "maxMessageSize", "maxBlobSize", "users",
-                                         "roles", "workflows"}
+                                         "maxRecordSize", "maxMessageSize", "maxBlobSize", "echo",
+                                         "allowOrigins", "allowHosts", "maxSubscriptions",
+                                         "maxUnauthenticated", "users", "roles", "workflows"}
 
 
 def test_every_member_is_described(schema):
@@ -464,6 +465,13 @@ BAD_CONFIGS = [
     ("workflow-prefix-null", {"workflows": {"orders": None}}, "$.workflows.orders", None),
     ("retention-age-high", {"retention": {"ageSeconds": 315360001}}, "$.retention.ageSeconds", None),
     ("workflow-prefix-slash", {"workflows": {"repairs": {"stages": ["open"]}}}, "$.workflows.repairs", None),
+    ("echo-type", {"echo": "on"}, "$.echo", None),
+    ("origins-type", {"allowOrigins": "https://app.example"}, "$.allowOrigins", None),
+    ("origin-path", {"allowOrigins": ["https://app.example/board"]}, "$.allowOrigins[0]", None),
+    ("origin-scheme", {"allowOrigins": ["app.example"]}, "$.allowOrigins[0]", None),
+    ("host-port", {"allowHosts": ["tally.lan:8080"]}, "$.allowHosts[0]", None),
+    ("subscriptions-zero", {"maxSubscriptions": 0}, "$.maxSubscriptions", None),
+    ("unauthenticated-type", {"maxUnauthenticated": "many"}, "$.maxUnauthenticated", None),
 ]
 
 
@@ -502,7 +510,11 @@ EDGE_CONFIGS = [
                 "maxRecordSize": 1, "maxMessageSize": 1, "maxBlobSize": 1}),
     ("highest", {"port": 65535, "threads": 256, "retention": {"changes": 2147483647, "ageSeconds": 315360000},
                  "maxRecordSize": 1073741824, "maxMessageSize": 1073741824, "maxBlobSize": 1073741824}),
-    ("empty-members", {"retention": {}, "users": [], "roles": {}, "workflows": {}}),
+    ("empty-members", {"retention": {}, "users": [], "roles": {}, "workflows": {}, "allowOrigins": [],
+                       "allowHosts": []}),
+    ("browsers-and-caps", {"echo": False, "allowOrigins": ["https://app.example:8443", "http://10.0.0.5"],
+                           "allowHosts": ["tally.lan", "10.0.0.5"], "maxSubscriptions": 1,
+                           "maxUnauthenticated": 10000000}),
     ("users", {"users": [{"name": "ana", "role": "staff", "tokenSha256": GOOD_HASH.upper()},
                          {"name": "wall", "role": "auditor", "tokenEnv": "PATH"}],
                "roles": {"auditor": [{"names": "**", "allow": []},

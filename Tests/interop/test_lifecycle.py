@@ -77,7 +77,7 @@ def test_shutdown_closes_websockets_with_1001(tally_factory, client_ssl_context,
     if not tls:
         # An idle keep-alive HTTP connection must not hold the shutdown up.
         idle_tcp = tcp_connect(server.host, server.port)
-        idle_tcp.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        idle_tcp.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 
     started = time.monotonic()
     server.send_signal(sig)
@@ -281,7 +281,7 @@ def test_metrics_counters(tally, closing):
 def test_metrics_count_tls_handshake_failures(tally_factory, client_ssl_context):
     server = tally_factory(tls=True)
     plain = Buffered(tcp_connect(server.host, server.port))
-    plain.sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # HTTP on a TLS port
+    plain.sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")  # HTTP on a TLS port
     try:
         plain.wait_eof()
     except AssertionError:

@@ -429,7 +429,7 @@ def test_handshake_error(tally, case):
 
 def test_request_line_too_long(tally):
     response, conn = http_exchange(tally.host, tally.port,
-                                   b"GET /" + b"a" * 10_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+                                   b"GET /" + b"a" * 10_000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n")
     assert_json_error(response, 414)
     conn.sock.close()
 
@@ -437,7 +437,7 @@ def test_request_line_too_long(tally):
 def test_too_many_headers(tally):
     headers = "".join(f"X-Header-{i}: value\r\n" for i in range(200))
     response, conn = http_exchange(tally.host, tally.port,
-                                   f"GET /healthz HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode())
+                                   f"GET /healthz HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n".encode())
     assert_json_error(response, 431)
     conn.sock.close()
 
@@ -445,7 +445,7 @@ def test_too_many_headers(tally):
 def test_headers_too_large(tally):
     headers = "".join(f"X-Big-{i}: {'v' * 1000}\r\n" for i in range(40))  # 40 KiB, 41 headers
     response, conn = http_exchange(tally.host, tally.port,
-                                   f"GET /healthz HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode())
+                                   f"GET /healthz HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n".encode())
     assert_json_error(response, 431)
     conn.sock.close()
 
@@ -454,7 +454,7 @@ def test_body_too_large(tally):
     """Refused from the Content-Length alone: the body is never sent."""
     response, conn = http_exchange(
         tally.host, tally.port,
-        b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 2097152\r\n\r\n")
+        b"POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2097152\r\n\r\n")
     assert_json_error(response, 413)
     conn.sock.close()
 
@@ -466,10 +466,10 @@ def request_line_of(length: int) -> bytes:
 
 
 def test_request_line_limit_boundary(tally):
-    response, conn = http_exchange(tally.host, tally.port, request_line_of(8192) + b"\r\nHost: x\r\n\r\n")
+    response, conn = http_exchange(tally.host, tally.port, request_line_of(8192) + b"\r\nHost: localhost\r\n\r\n")
     assert_json_error(response, 404)  # at the limit: parsed, and simply not found
     conn.sock.close()
-    response, conn = http_exchange(tally.host, tally.port, request_line_of(8193) + b"\r\nHost: x\r\n\r\n")
+    response, conn = http_exchange(tally.host, tally.port, request_line_of(8193) + b"\r\nHost: localhost\r\n\r\n")
     assert_json_error(response, 414)
     conn.sock.close()
 
@@ -485,57 +485,57 @@ def test_request_line_without_end_is_refused_early(tally):
 def test_header_count_boundary(tally, count, status):
     headers = "".join(f"X-H{i}: v\r\n" for i in range(count - 1))  # plus Host
     response, conn = http_exchange(tally.host, tally.port,
-                                   f"GET /healthz HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode())
+                                   f"GET /healthz HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n".encode())
     assert response.status == status, (response.status, response.body)
     conn.sock.close()
 
 
 @pytest.mark.parametrize("size, status", [(32_000, 200), (33_000, 431)])
 def test_header_bytes_around_32_kib(tally, size, status):
-    filler = b"f" * (size - len(b"Host: x\r\nX-Fill: \r\n"))
+    filler = b"f" * (size - len(b"Host: localhost\r\nX-Fill: \r\n"))
     response, conn = http_exchange(tally.host, tally.port,
-                                   b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Fill: " + filler + b"\r\n\r\n")
+                                   b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Fill: " + filler + b"\r\n\r\n")
     assert response.status == status, (response.status, response.body)
     conn.sock.close()
 
 
-def test_body_of_exactly_1_mib_is_read_and_skipped(tally):
-    """A 1 MiB body is within the limit: it is read (POST has no route
-    here: 405) and the next request on the connection is parsed after it."""
+def test_body_for_a_route_without_one_is_refused_unread(tally):
+    """A body for a route that takes none (POST /healthz: 405) is refused
+    from the headers alone: the answer comes before a byte of the 1 MiB body
+    is sent, and the connection closes instead of reading it."""
     conn = Buffered(connect(tally.host, tally.port))
-    conn.sock.sendall(b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n"
-                      + b"b" * MiB + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert_json_error(read_http_response(conn), 405)
-    assert read_http_response(conn).json() == {"status": "ok"}
+    conn.sock.sendall(b"POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1048576\r\n\r\n")
+    response = read_http_response(conn)
+    assert_json_error(response, 405)
+    assert response.header("connection") == "close"
     conn.sock.close()
 
 
 def test_body_one_byte_over_the_limit(tally):
     response, conn = http_exchange(
         tally.host, tally.port,
-        b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1048577\r\n\r\n")
+        b"POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1048577\r\n\r\n")
     assert_json_error(response, 413)
     conn.sock.close()
 
 
-def test_chunked_body_is_skipped(tally):
+def test_chunked_body_for_a_route_without_one_is_refused_unread(tally):
     conn = Buffered(connect(tally.host, tally.port))
-    conn.sock.sendall(b"POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                      b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n"
-                      b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert_json_error(read_http_response(conn), 405)
-    assert read_http_response(conn).json() == {"status": "ok"}
+    conn.sock.sendall(b"POST /healthz HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
+    response = read_http_response(conn)
+    assert_json_error(response, 405)
+    assert response.header("connection") == "close"
     conn.sock.close()
 
 
 def test_not_found(tally):
-    response, conn = http_exchange(tally.host, tally.port, b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+    response, conn = http_exchange(tally.host, tally.port, b"GET /nope HTTP/1.1\r\nHost: localhost\r\n\r\n")
     assert assert_json_error(response, 404)["error"]["code"] == "not_found"
     conn.sock.close()
 
 
 def test_method_not_allowed(tally):
-    response, conn = http_exchange(tally.host, tally.port, b"DELETE /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    response, conn = http_exchange(tally.host, tally.port, b"DELETE /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
     assert_json_error(response, 405)
     # Every GET route answers HEAD as well (RFC 9110 section 9.3.2).
     assert response.header("allow") == "GET, HEAD"
@@ -545,7 +545,7 @@ def test_method_not_allowed(tally):
 def test_keep_alive_two_requests(tally):
     conn = Buffered(connect(tally.host, tally.port))
     for path in ("/healthz", "/metrics"):
-        conn.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        conn.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
         response = read_http_response(conn)
         assert response.status == 200, response
     conn.sock.close()
@@ -555,8 +555,8 @@ def test_head_is_get_without_a_body(tally):
     """RFC 9110 section 9.3.2: HEAD answers like GET, Content-Length included,
     but sends no body; the next request on the connection still parses."""
     conn = Buffered(connect(tally.host, tally.port))
-    conn.sock.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-                      b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    conn.sock.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                      b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
     deadline = time.monotonic() + 5
     head = conn.read_until(b"\r\n\r\n", deadline).decode("latin-1")
     assert head.startswith("HTTP/1.1 200"), head
@@ -569,10 +569,10 @@ def test_head_is_get_without_a_body(tally):
 
 def test_pipelined_requests(tally):
     conn = Buffered(connect(tally.host, tally.port))
-    conn.sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-                      b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
-                      b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
-                      b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    conn.sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                      b"GET /nope HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                      b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                      b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
     statuses = [read_http_response(conn).status for _ in range(4)]
     assert statuses == [200, 404, 200, 200]
     conn.wait_eof()  # Connection: close is honoured
@@ -596,7 +596,7 @@ def test_protocol_errors_are_counted(tally):
     ws.send(TEXT, b"x", mask=False)
     ws.expect_close(1002)
     ws.close()
-    response, conn = http_exchange(tally.host, tally.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    response, conn = http_exchange(tally.host, tally.port, b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
     metrics = dict(line.rsplit(" ", 1) for line in response.body.decode().splitlines()
                    if line and not line.startswith("#"))
     assert int(metrics["tally_protocol_errors_total"]) >= 1
@@ -634,20 +634,20 @@ def test_handshake_variants_accepted(tally, overrides):
 
 AMBIGUOUS_REQUESTS = {
     "content-length-and-transfer-encoding":
-        b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+        b"POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
         b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
     "conflicting-content-lengths":
-        b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+        b"POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
     "negative-content-length":
-        b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+        b"POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: -1\r\n\r\n",
     "space-before-colon":
         b"GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n",
     "obsolete-line-folding":
-        b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Folded: a\r\n b\r\n\r\n",
     "missing-host":
         b"GET /healthz HTTP/1.1\r\n\r\n",
     "unsupported-version":
-        b"GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n",
+        b"GET /healthz HTTP/2.0\r\nHost: localhost\r\n\r\n",
 }
 
 
@@ -671,7 +671,7 @@ def test_expect_100_continue_gets_an_immediate_answer(tally):
     for the body (curl sends this header for POST bodies over 1 KiB and then
     stalls for a second)."""
     conn = Buffered(connect(tally.host, tally.port))
-    conn.sock.sendall(b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+    conn.sock.sendall(b"POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
                       b"Expect: 100-continue\r\n\r\n")
     try:
         response = read_http_response(conn, timeout=2)
