@@ -41,8 +41,10 @@ public struct SubscriptionRegistry: Sendable {
 
     /// Drops every subscription of `slot` and frees it for reuse.
     public mutating func releaseSubscriber(_ slot: Int) {
-        for target in bySlot[slot] { _ = remove(target, slot: slot) }
+        let targets = bySlot[slot]
         bySlot[slot] = []
+        for target in targets { unindex(target, slot: slot) }
+        count -= targets.count
         freeSlots.append(slot)
     }
 
@@ -76,6 +78,12 @@ public struct SubscriptionRegistry: Sendable {
     public mutating func remove(_ target: SubscriptionTarget, slot: Int) -> Bool {
         guard bySlot[slot].remove(target) != nil else { return false }
         count -= 1
+        unindex(target, slot: slot)
+        return true
+    }
+
+    /// Drops `slot`'s entry for `target` from the name tables.
+    private mutating func unindex(_ target: SubscriptionTarget, slot: Int) {
         /// Drops `element` from the name's list; true when that emptied it.
         func drop<Element>(_ table: inout [ByteKey: IndexedList<Element>], _ name: String, _ element: Element) -> Bool {
             let key = ByteKey(name)
@@ -92,7 +100,6 @@ public struct SubscriptionRegistry: Sendable {
         case .prefix(let prefix):
             if drop(&prefixes, prefix, slot) { adjustPrefixLength(prefix.utf8.count, by: -1) }
         }
-        return true
     }
 
     private mutating func adjustPrefixLength(_ length: Int, by delta: Int) {

@@ -290,8 +290,9 @@ struct SubscriptionRegistryTests {
 struct SubscriptionRemovalTests {
     /// 100,000 path subscriptions of one connection on one record: each
     /// removal used to scan the record's whole list (quadratic: minutes);
-    /// now each is O(1). The bound is far above what the work takes (a few
-    /// tens of milliseconds in a debug build) and far below the old cost.
+    /// now each is O(1). The bound is far above what the work takes (about
+    /// 1 s in a debug build, whose generic code is unspecialized; 11 ms in a
+    /// release build, BENCHMARKS.md) and far below the old cost (minutes).
     @Test func dropping100000PathSubscriptionsIsLinear() throws {
         var registry = SubscriptionRegistry()
         let slot = registry.makeSubscriber()
@@ -300,7 +301,7 @@ struct SubscriptionRemovalTests {
         registry.add(.path("orders/1", try RecordPath(parsing: "f7")), slot: other)
         let clock = ContinuousClock()
         let took = clock.measure { registry.releaseSubscriber(slot) }
-        #expect(took < .seconds(2), "releasing 100,000 path subscriptions took \(took)")
+        #expect(took < .seconds(10), "releasing 100,000 path subscriptions took \(took)")
         #expect(registry.count == 1)
         var slots: [Int] = []
         registry.subscribers(of: recordChange("orders/1", before: ["f7": 1], after: ["f7": 2]), into: &slots)
