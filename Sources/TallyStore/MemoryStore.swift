@@ -44,6 +44,10 @@ public final class MemoryStore: Store {
         committer.commitQueued()
     }
 
+    public func resumeAfterFailure() {
+        committer.resumeAfterFailure()
+    }
+
     public func close() {
         committer.close()
     }

@@ -22,6 +22,7 @@ final class MemoryWriter: CommitBackend {
 
     func apply(_ units: ArraySlice<StoreUnit>, waitForLocks: Bool) -> ApplyResult {
         if let hook = hooks.beforeCommit { hook(units.map(\.token)) }
+        if let error = hooks.failCommit?(units.map(\.token)) { return .failed(unitIndex: nil, error) }
         let result = tables.withLock { $0.apply(units, hooks: hooks) }
         if case .committed(let lastSeq) = result { headSeq = lastSeq }
         return result

@@ -64,6 +64,10 @@ public final class SQLiteStore: Store {
         committer.commitQueued()
     }
 
+    public func resumeAfterFailure() {
+        committer.resumeAfterFailure()
+    }
+
     public func close() {
         committer.close()
     }

@@ -188,6 +188,7 @@ final class SQLiteWriter: CommitBackend {
         do throws(StoreError) {
             if next != meta { try write(next) }
             if let hook = hooks.beforeCommit { hook(units.map(\.token)) }
+            if let error = hooks.failCommit?(units.map(\.token)) { throw error }
             try commit.run()
         } catch {
             rollBack()

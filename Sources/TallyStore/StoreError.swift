@@ -41,4 +41,7 @@ public struct StoreError: Error, CustomStringConvertible, Sendable, Equatable {
 
     /// The store was closed before the unit was submitted.
     static let closed = StoreError(code: SQLITE_MISUSE, message: "the store is closed", operation: "submit")
+
+    /// A unit queued behind a failed one (whose error is normally reported instead).
+    static let discarded = StoreError(code: SQLITE_ABORT, message: "an earlier unit failed", operation: "commit")
 }
