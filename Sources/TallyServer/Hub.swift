@@ -11,14 +11,24 @@ public final class Hub: Sendable {
     public var port: Int { server.port }
 
     /// Opens the store, starts the core, binds and starts serving.
-    public init(configuration: HubConfiguration) throws(HubStartError) {
+    public convenience init(configuration: HubConfiguration) throws(HubStartError) {
         let store: any Store
-        let inMemory = configuration.dataDirectory == ":memory:"
         do {
             store = configuration.dataDirectory == ":memory:"
                 ? MemoryStore(retention: configuration.retention)
                 : try SQLiteStore(directory: configuration.dataDirectory, durability: configuration.durability,
                                   retention: configuration.retention)
+        } catch {
+            throw .store(error)
+        }
+        try self.init(configuration: configuration, store: store)
+    }
+
+    /// Starts the core on `store`, opened already (tests pass one with
+    /// faults in it), binds and starts serving.
+    init(configuration: HubConfiguration, store: any Store) throws(HubStartError) {
+        let inMemory = configuration.dataDirectory == ":memory:"
+        do {
             core = try HubCore(store: store, configuration: configuration.core, logger: configuration.server.logger)
         } catch {
             throw .store(error)

@@ -109,9 +109,9 @@ public final class HubCore: @unchecked Sendable {
     // The members touched per delivery skip the runtime exclusivity check
     // (see `Connection.outbound` in TallyNet): one thread holds the core at
     // a time, and none is accessed while another access to it is open.
-    @exclusivity(unchecked) private var units: [StoreUnit] = []
-    @exclusivity(unchecked) private var held: [(seq: Int64, output: Output)] = []
-    @exclusivity(unchecked) private var heldHead = 0
+    @exclusivity(unchecked) var units: [StoreUnit] = []
+    @exclusivity(unchecked) var held: [(seq: Int64, output: Output)] = []
+    @exclusivity(unchecked) var heldHead = 0
     /// Indexed by loop id (a handful of loops: scanning them is cheaper
     /// than hashing per delivery).
     @exclusivity(unchecked) private var batches: [LoopBatch?] = []
@@ -120,6 +120,8 @@ public final class HubCore: @unchecked Sendable {
     var workflowStats: [String: WorkflowStats] = [:]
     /// Item lookup codes for resolve, built on first use.
     var itemCodes: [String: Set<String>]?
+    /// Failed commits since the last success, for rate-limited logs.
+    var storageFaults = StorageFaults()
     private var floorCheckedAt: Int64 = 0
     /// When the core started: reconnecting clients are spread out for a
     /// while after (see `retryAfter`).
@@ -300,12 +302,10 @@ public final class HubCore: @unchecked Sendable {
     }
 
     private func committed(_ outcome: CommitOutcome) {
-        if let error = outcome.error {
-            // The in-memory state already holds changes the store refused; the
-            // only state that can be trusted is the file. Clients resume.
-            logger.error("store.commit_failed", ["error": "\(error)"])
-            exit(70)
-        }
+        // The memory holds changes the store refused: back to what it holds
+        // (see HubCore+StorageFaults.swift).
+        if let error = outcome.error { return commitFailed(outcome, error: error) }
+        if storageFaults.failing { commitsRecovered() }
         guard outcome.lastSeq > committedSeq else { return }
         committedSeq = outcome.lastSeq
         cache.committed(through: committedSeq)

@@ -27,6 +27,10 @@ final class HubMetrics: Sendable {
     let clients = Atomic<Int>(0)
     let clientOutboxTotal = Atomic<Int>(0)
     let denied = Atomic<Int>(0)
+    /// Commits that failed (a full disk, an I/O error), and the accepted
+    /// changes dropped with them (see HubCore+StorageFaults.swift).
+    let commitFailures = Atomic<Int>(0)
+    let rolledBackChanges = Atomic<Int>(0)
     /// Batches of core work done by the core thread, and done in place by
     /// the thread that brought them (a loop, the store writer) while the
     /// core was idle.
@@ -70,6 +74,11 @@ final class HubMetrics: Sendable {
         metric("tally_change_log_floor_seq", "gauge", "Highest sequence number no longer kept in the change log.", value(floorSeq))
         metric("tally_change_log_size", "gauge", "Changes kept in the change log.",
                max(0, value(committedSeq) - value(floorSeq)))
+        metric("tally_commit_failures_total", "counter",
+               "Commits that failed (disk full, I/O error); their writes were answered storage_failed.",
+               value(commitFailures))
+        metric("tally_rolled_back_changes_total", "counter",
+               "Accepted changes dropped because their commit, or one before them, failed.", value(rolledBackChanges))
         metric("tally_held_outputs", "gauge", "Replies and pushes waiting for their commit.", value(heldOutputs))
         metric("tally_clients", "gauge", "Connected clients that said hello (updated each second).", value(clients))
         metric("tally_client_lag_max", "gauge", "Largest seqs-behind-head of a connected client (updated each second).", value(clientLagMax))

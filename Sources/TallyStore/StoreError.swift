@@ -30,6 +30,12 @@ public struct StoreError: Error, CustomStringConvertible, Sendable, Equatable {
     /// A uniqueness or other constraint failed (for example a change seq used twice).
     public var isConstraintViolation: Bool { primaryCode == SQLITE_CONSTRAINT }
 
+    /// SQLite's generic words for the code ("database or disk is full"),
+    /// fit for a client: unlike `message`, never a path.
+    public var summary: String {
+        sqlite3_errstr(code).map { String(cString: $0) } ?? "storage error \(code)"
+    }
+
     public var description: String {
         let meaning = sqlite3_errstr(code).map { String(cString: $0) } ?? "unknown"
         return "\(operation): \(message) (SQLite code \(code): \(meaning))"
