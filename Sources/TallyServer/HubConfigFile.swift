@@ -12,7 +12,7 @@ import TallyStore
 /// {
 ///   "host": "127.0.0.1", "port": 8080, "threads": 2,
 ///   "data": "/var/lib/tally", "durability": "full",
-///   "retention": {"changes": 1000000, "ageSeconds": 604800},
+///   "retention": {"changes": 1000000, "bytes": 1073741824, "ageSeconds": 604800},
 ///   "maxRecordSize": 1048576, "maxMessageSize": 16777216
 /// }
 /// ```
@@ -23,6 +23,7 @@ public struct HubConfigFile: Sendable {
     public var data: String?
     public var durability: Durability?
     public var retainChanges: Int?
+    public var retainBytes: Int?
     public var retainAgeSeconds: Double?
     public var maxRecordSize: Int?
     public var maxMessageSize: Int?
@@ -81,13 +82,14 @@ public struct HubConfigFile: Sendable {
                     let innerPath = "\(path).\(inner)"
                     switch inner {
                     case "changes": file.retainChanges = try int(innerValue, innerPath, 1...Int(Int32.max))
+                    case "bytes": file.retainBytes = try int(innerValue, innerPath, 1...(1 << 40))
                     case "ageSeconds":
                         guard case .number(let number) = innerValue, number.doubleValue > 0,
                               number.doubleValue <= 3650 * 86_400 else {
                             throw Invalid(path: innerPath, message: "must be a number of seconds greater than 0 and at most 315360000 (10 years)")
                         }
                         file.retainAgeSeconds = number.doubleValue
-                    default: throw Invalid(path: innerPath, message: "unknown setting; use \"changes\" or \"ageSeconds\"")
+                    default: throw Invalid(path: innerPath, message: "unknown setting; use \"changes\", \"bytes\" or \"ageSeconds\"")
                     }
                 }
             default:

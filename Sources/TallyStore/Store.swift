@@ -75,15 +75,18 @@
 // After commits, the writer prunes in its own small transactions (at most
 // 10,000 rows each, only when there is something to prune, age checked at
 // most once per second of the injected clock): change-log rows beyond
-// `maxChanges` or older than `maxAge`, always from the oldest seq, advancing
-// `floor_seq` in the same transaction; idempotency rows older than
-// `idempotencyMaxAge`. Every change with seq > floorSeq is retained.
+// `maxChanges`, beyond `maxBytes` of pushes, or older than `maxAge`, always
+// from the oldest seq, advancing `floor_seq` in the same transaction;
+// idempotency rows older than `idempotencyMaxAge`. Every change with seq >
+// floorSeq is retained. A step that fails (a full disk) is counted and
+// tried again a second later, not after every commit.
 //
 // # Startup
 //
 // Opening is O(1) in the data: migrations are versioned by
-// `PRAGMA user_version`, and head_seq, floor_seq and change_count live in the
-// `meta` table, written in every commit transaction, read once at open.
+// `PRAGMA user_version`, and head_seq, floor_seq, change_count and
+// change_bytes live in the `meta` table, written in every commit
+// transaction, read once at open.
 
 /// The write side of a store: units go in, outcomes come back on the writer
 /// thread.

@@ -30,6 +30,8 @@ enum ServeCommand {
       --durability MODE        full (default), normal or off: SQLite synchronous
                                setting; only full survives a power loss
       --retain-changes N       changes kept in the log for resume (default 1000000)
+      --retain-bytes SIZE      bytes of pushes kept in the log for resume, e.g.
+                               256M (default 1G); the oldest go first
       --retain-age SECONDS     oldest change kept for resume (default 604800, 7 days)
       --max-record-size SIZE   largest record data, e.g. 256K (default 1M)
       --threads N              event-loop threads (default: number of cores)
@@ -50,7 +52,7 @@ enum ServeCommand {
 
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let arguments = try Arguments(args, command: "serve",
-            valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-age",
+            valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-bytes", "retain-age",
                      "max-record-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
                      "ping-interval", "idle-timeout", "log-level", "demo-interval", "web"],
             flags: ["no-echo", "no-compression", "open", "demo", "help"])
@@ -67,6 +69,7 @@ enum ServeCommand {
                 if let data = file.data { configuration.dataDirectory = data }
                 if let durability = file.durability { configuration.durability = durability }
                 if let count = file.retainChanges { configuration.retention.maxChanges = count }
+                if let bytes = file.retainBytes { configuration.retention.maxBytes = bytes }
                 if let age = file.retainAgeSeconds { configuration.retention.maxAge = age }
                 if let size = file.maxRecordSize { configuration.core.limits.maxRecordBytes = size }
                 if let size = file.maxMessageSize { server.webSocket.maxMessageSize = size }
@@ -94,6 +97,7 @@ enum ServeCommand {
             configuration.durability = durability
         }
         if let count = try arguments.int("retain-changes", in: 1...Int(Int32.max)) { configuration.retention.maxChanges = count }
+        if let bytes = try arguments.bytes("retain-bytes") { configuration.retention.maxBytes = bytes }
         if let text = arguments.string("retain-age") {
             guard let seconds = Double(text), seconds > 0, seconds <= 3650 * 86_400 else {
                 throw UsageError(message: "--retain-age must be a number of seconds greater than 0, not '\(text)'")
