@@ -114,6 +114,11 @@ enum BlobRoutes {
         case .tooLarge(_, let limit):
             status = .payloadTooLarge
             details["limit"] = .number(JSONNumber(limit))
+        case .quotaExceeded(_, _, let quota):
+            // RFC 4918 §11.5: "unable to store the representation needed to
+            // successfully complete the request".
+            status = HTTPStatus(507, "Insufficient Storage")
+            details["quota"] = .number(JSONNumber(quota))
         case .checksumMismatch(_, let actual):
             status = .badRequest
             details["actual"] = .string(actual)

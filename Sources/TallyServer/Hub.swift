@@ -35,7 +35,7 @@ public final class Hub: Sendable {
         }
         do {
             blobs = try BlobStore(directory: inMemory ? nil : configuration.dataDirectory,
-                                  maxBlobSize: configuration.maxBlobBytes)
+                                  maxBlobSize: configuration.maxBlobBytes, quota: configuration.blobQuotaBytes)
         } catch {
             throw .blobs(error)
         }
@@ -53,7 +53,10 @@ public final class Hub: Sendable {
             throw .bind(error)
         }
         let core = core
-        routes.metricsSource.set { [server] in server.metricsSnapshot().prometheusText + core.metrics.prometheusText }
+        let blobs = blobs
+        routes.metricsSource.set { [server] in
+            server.metricsSnapshot().prometheusText + core.metrics.prometheusText + blobs.prometheusText
+        }
     }
 
     /// Graceful shutdown: stop the network (see `Server.shutdown`), then let

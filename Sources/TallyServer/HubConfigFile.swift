@@ -13,7 +13,8 @@ import TallyStore
 ///   "host": "127.0.0.1", "port": 8080, "threads": 2,
 ///   "data": "/var/lib/tally", "durability": "full",
 ///   "retention": {"changes": 1000000, "bytes": 1073741824, "ageSeconds": 604800},
-///   "maxRecordSize": 1048576, "maxMessageSize": 16777216
+///   "maxRecordSize": 1048576, "maxMessageSize": 16777216,
+///   "maxBlobSize": 16777216, "blobQuota": 10737418240
 /// }
 /// ```
 public struct HubConfigFile: Sendable {
@@ -28,6 +29,8 @@ public struct HubConfigFile: Sendable {
     public var maxRecordSize: Int?
     public var maxMessageSize: Int?
     public var maxBlobSize: Int?
+    /// Most bytes all blobs together may hold.
+    public var blobQuota: Int?
     /// Configured users; any at all turns authentication on.
     public var users: [HubUser]?
     /// Roles defined or redefined over the shipped ones.
@@ -73,6 +76,7 @@ public struct HubConfigFile: Sendable {
             case "maxRecordSize": file.maxRecordSize = try int(member, path, 1...(1 << 30))
             case "maxMessageSize": file.maxMessageSize = try int(member, path, 1...(1 << 30))
             case "maxBlobSize": file.maxBlobSize = try int(member, path, 1...(1 << 30))
+            case "blobQuota": file.blobQuota = try int(member, path, 1...(1 << 40))
             case "users": file.users = try parseUsers(member, path)
             case "roles": file.roles = try parseRoles(member, path)
             case "workflows": file.workflows = try parseWorkflows(member, path)
@@ -93,7 +97,7 @@ public struct HubConfigFile: Sendable {
                     }
                 }
             default:
-                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, users, roles, workflows")
+                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, users, roles, workflows")
             }
         }
         // Every role a user or a workflow names must exist.

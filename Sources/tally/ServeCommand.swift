@@ -34,6 +34,8 @@ enum ServeCommand {
                                256M (default 1G); the oldest go first
       --retain-age SECONDS     oldest change kept for resume (default 604800, 7 days)
       --max-record-size SIZE   largest record data, e.g. 256K (default 1M)
+      --blob-quota SIZE        most bytes all photos together may take, e.g. 50G
+                               (default 10G); an upload past it is refused (507)
       --threads N              event-loop threads (default: number of cores)
       --tls-cert FILE          PEM certificate chain: serve https:// and wss://
       --tls-key FILE           PEM private key for --tls-cert
@@ -53,7 +55,7 @@ enum ServeCommand {
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let arguments = try Arguments(args, command: "serve",
             valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-bytes", "retain-age",
-                     "max-record-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
+                     "max-record-size", "blob-quota", "tls-cert", "tls-key", "max-message-size", "max-outbound",
                      "ping-interval", "idle-timeout", "log-level", "demo-interval", "web"],
             flags: ["no-echo", "no-compression", "open", "demo", "help"])
         if arguments.flag("help") { print(help); return 0 }
@@ -74,6 +76,7 @@ enum ServeCommand {
                 if let size = file.maxRecordSize { configuration.core.limits.maxRecordBytes = size }
                 if let size = file.maxMessageSize { server.webSocket.maxMessageSize = size }
                 if let size = file.maxBlobSize { configuration.maxBlobBytes = size }
+                if let size = file.blobQuota { configuration.blobQuotaBytes = size }
                 configuration.core.planner = WorkflowPlanner(workflows: file.workflowSet, policy: file.policy)
                 if let users = file.users, !users.isEmpty {
                     configuration.core.authenticator = Authenticator(users: users)
@@ -105,6 +108,7 @@ enum ServeCommand {
             configuration.retention.maxAge = seconds
         }
         if let size = try arguments.bytes("max-record-size") { configuration.core.limits.maxRecordBytes = size }
+        if let size = try arguments.bytes("blob-quota") { configuration.blobQuotaBytes = size }
         if let size = try arguments.bytes("max-message-size") { server.webSocket.maxMessageSize = size }
         if let size = try arguments.bytes("max-outbound") { server.webSocket.maxOutboundBytes = size }
         if let ms = try arguments.millis("ping-interval") { server.webSocket.pingIntervalMillis = ms }
