@@ -167,7 +167,7 @@ enum ServeCommand {
         do {
             hub = try Hub(configuration: configuration)
         } catch {
-            printError("cannot start the hub: \(error)")
+            printError(error.isAboutTheDataDirectory ? "\(error)" : "cannot start the hub: \(error)")
             return 1
         }
         let scheme = server.tls == nil ? "http" : "https"
