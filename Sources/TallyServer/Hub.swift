@@ -65,7 +65,8 @@ public final class Hub: Sendable {
         let core = core
         let blobs = blobs
         routes.metricsSource.set { [server] in
-            server.metricsSnapshot().prometheusText + core.metrics.prometheusText + blobs.prometheusText
+            server.metricsSnapshot().prometheusText + core.metrics.prometheusText
+                + HubMetrics.prometheusText(core.store.health) + blobs.prometheusText
         }
     }
 

@@ -1,5 +1,6 @@
 import Synchronization
 import TallyNet
+import TallyStore
 
 /// The sync engine's figures for `/metrics`, written by the core and store
 /// threads and read by whichever loop serves the scrape.
@@ -102,5 +103,15 @@ final class HubMetrics: Sendable {
         text += "tally_commit_latency_seconds_sum \(Double(value(commitNanos)) / 1e9)\n"
         text += "tally_commit_latency_seconds_count \(cumulative)\n"
         return text
+    }
+
+    /// The store's background failures, read at scrape time.
+    static func prometheusText(_ health: StoreHealth) -> String {
+        "# HELP tally_checkpoint_failures_total WAL checkpoints that failed (each is tried again).\n"
+            + "# TYPE tally_checkpoint_failures_total counter\n"
+            + "tally_checkpoint_failures_total \(health.checkpointFailures)\n"
+            + "# HELP tally_prune_failures_total Retention steps that failed (each is tried again).\n"
+            + "# TYPE tally_prune_failures_total counter\n"
+            + "tally_prune_failures_total \(health.pruneFailures)\n"
     }
 }

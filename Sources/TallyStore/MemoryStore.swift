@@ -48,6 +48,10 @@ public final class MemoryStore: Store {
         committer.resumeAfterFailure()
     }
 
+    public var health: StoreHealth {
+        diagnostics.withLock { $0.health }
+    }
+
     public func close() {
         committer.close()
     }

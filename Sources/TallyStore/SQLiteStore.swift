@@ -79,6 +79,10 @@ public final class SQLiteStore: Store {
         committer.resumeAfterFailure()
     }
 
+    public var health: StoreHealth {
+        diagnostics.withLock { $0.health }
+    }
+
     public func close() {
         committer.close()
     }

@@ -112,6 +112,9 @@ public protocol Store: AnyObject, Sendable {
     /// are tried again. The submitter calls it once it has dropped what it
     /// built on the failed unit. Thread-safe; does nothing when nothing failed.
     func resumeAfterFailure()
+    /// Failures of the background work (checkpoints, retention steps) so
+    /// far; thread-safe.
+    var health: StoreHealth { get }
     /// Commits what is queued, stops the writer and checkpointer threads,
     /// closes connections. Idempotent. From inside `onCommit` it only asks the
     /// writer to stop after the current batch.

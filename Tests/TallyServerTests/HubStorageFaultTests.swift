@@ -62,6 +62,8 @@ struct HubStorageFaultTests {
             let metrics = String(decoding: try hub.http("GET", "/metrics").body, as: UTF8.self)
             #expect(metrics.contains("tally_commit_failures_total"))
             #expect(!metrics.contains("tally_commit_failures_total 0\n"))
+            #expect(metrics.contains("tally_checkpoint_failures_total 0\n"), "counted, and none failed here")
+            #expect(metrics.contains("tally_prune_failures_total 0\n"))
 
             // Room again: the next writes succeed with the next gap-free seqs.
             disk.isFull = false
