@@ -17,8 +17,9 @@ enum ServeCommand {
     Options:
       --host H                 address to bind (default 127.0.0.1)
       --port P                 port (default 8080; 0 picks a free one)
-      --data DIR               where the SQLite store lives (default ./tally-data);
-                               :memory: keeps nothing on disk
+      --data DIR               where the SQLite store and photos live (default
+                               ./tally-data); one hub per directory (it is
+                               locked); :memory: keeps nothing on disk
       --config FILE            JSON settings file (see README): users and tokens,
                                roles, workflows, limits; flags win over it
       --open                   serve without authentication on an address that
