@@ -2,6 +2,7 @@ import TallyHTTP
 import TallyNet
 import TallyProtocol
 import TallyStore
+import TallyWebSocket
 
 /// What the core does when a commit fails (a full disk, an I/O error, a
 /// read-only file system): the hub stays up and answers instead of exiting.
@@ -18,7 +19,11 @@ import TallyStore
 /// handed to the store; the head goes back to the committed seq, so the next
 /// accepted write takes committedSeq + 1 and the log stays gap-free. Every
 /// reply and REST response waiting for a dropped seq becomes a
-/// `storage_failed` answer, every push waiting for one is dropped. The store
+/// `storage_failed` answer, every push waiting for one is dropped. A hello
+/// or subscribe answered so is followed by a close (1013, try again later):
+/// the client had been handed a seq or a snapshot that is no longer true,
+/// the subscription is registered all the same, and a client library
+/// waiting for that answer resumes cleanly only through a reconnect. The store
 /// discards the units it still holds from before (they stood on the failed
 /// state: `Store.resumeAfterFailure`), reporting them as `discarded`, which
 /// the core then ignores: it has rolled them back already.
@@ -65,6 +70,10 @@ extension HubCore {
             case .reply(let session, let bytes):
                 metrics.requestErrors.add(1, ordering: .relaxed)
                 kept.append((0, .reply(session, Self.errorReply(to: bytes, failure))))
+            case .syncReply(let session, let bytes):
+                metrics.requestErrors.add(1, ordering: .relaxed)
+                kept.append((0, .reply(session, Self.errorReply(to: bytes, failure))))
+                kept.append((0, .close(session, .tryAgainLater, "storage failed: reconnect and resume")))
             case .http(let responder, _):
                 metrics.requestErrors.add(1, ordering: .relaxed)
                 kept.append((0, .http(responder, REST.response(for: failure))))
@@ -105,6 +114,18 @@ extension HubCore {
         writer.bool("ok", false)
         writer.value("error", error.json)
         return writer.finish()
+    }
+}
+
+extension Operation {
+    /// Whether the answer hands the client a starting point that a rolled
+    /// back seq would make false: hello's `seq`, a subscription's snapshot
+    /// or replay.
+    var handsOverSyncState: Bool {
+        switch self {
+        case .hello, .subscribe: true
+        case .get, .unsubscribe, .write, .publish, .report: false
+        }
     }
 }
 

@@ -64,6 +64,12 @@ public final class HubCore: @unchecked Sendable {
 
     enum Output {
         case reply(Session, [UInt8])
+        /// A reply that hands the client a starting point (hello's seq, a
+        /// subscription's snapshot or replay): delivered as `.reply`, but
+        /// when a failed commit rolls its seq back the connection is closed
+        /// after the `storage_failed` answer, so that the client resumes
+        /// from what it really has (see HubCore+StorageFaults.swift).
+        case syncReply(Session, [UInt8])
         case fanout(SharedFrame, [Session], isEvent: Bool)
         case http(HTTPResponder, HTTPResponse)
         case close(Session, WebSocketCloseCode, String)
@@ -116,6 +122,9 @@ public final class HubCore: @unchecked Sendable {
     /// than hashing per delivery).
     @exclusivity(unchecked) private var batches: [LoopBatch?] = []
     var slotScratch: [Int] = []
+    /// The request being handled hands the client a starting point: its
+    /// answer is a `.syncReply`.
+    private var answeringSync = false
     /// Per workflow prefix, built by a recount on first use.
     var workflowStats: [String: WorkflowStats] = [:]
     /// Item lookup codes for resolve, built on first use.
@@ -256,7 +265,10 @@ public final class HubCore: @unchecked Sendable {
         for input in batch {
             switch input {
             case .open(let session): open(session)
-            case .request(let session, let request): handle(request, from: session)
+            case .request(let session, let request):
+                answeringSync = request.operation.handsOverSyncState
+                handle(request, from: session)
+                answeringSync = false
             case .refused(let session, let id, let error): answer(session, id: id, error: error)
             case .close(let session): close(session)
             case .rest(let call): handle(call)
@@ -368,7 +380,7 @@ public final class HubCore: @unchecked Sendable {
     /// change a push carries — so each session's `seenSeq` follows it.
     private func deliver(_ output: Output, seq: Int64) {
         switch output {
-        case .reply(let session, let bytes):
+        case .reply(let session, let bytes), .syncReply(let session, let bytes):
             if seq > session.seenSeq { session.seenSeq = seq }
             queue(.text(session, bytes), on: session.loop)
         case .fanout(let frame, let targets, let isEvent):
@@ -415,7 +427,8 @@ public final class HubCore: @unchecked Sendable {
         writer.bool("ok", true)
         body(&writer)
         metrics.requests.add(1, ordering: .relaxed)
-        emit(.reply(session, writer.finish()), after: seq)
+        let bytes = writer.finish()
+        emit(answeringSync ? .syncReply(session, bytes) : .reply(session, bytes), after: seq)
     }
 
     func answer(_ session: Session, id: JSONValue?, error: ProtocolError) {

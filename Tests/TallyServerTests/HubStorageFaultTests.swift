@@ -1,3 +1,4 @@
+import Dispatch
 @preconcurrency import Glibc
 import Testing
 import TallyNet
@@ -146,6 +147,61 @@ struct HubStorageFaultTests {
     }
 }
 
+extension HubStorageFaultTests {
+    /// A hello or a subscribe answered while a commit that then fails was
+    /// on its way handed out a seq (or a snapshot) that is no longer true:
+    /// it is answered `storage_failed` and the connection closed with 1013,
+    /// so the client reconnects and resumes from what it really has. A plain
+    /// read is answered `storage_failed` and its connection stays open.
+    @Test func startingPointsOfARolledBackSeqCloseTheConnection() throws {
+        let disk = DiskFault()
+        // Never lent: the failing commit waits on the writer thread, not on a loop.
+        let writerOnly = LendingRule(afterIdleNanos: .max, maxCommitNanos: 0)
+        try withFaultyHub(.memory, disk: disk, lending: writerOnly) { hub in
+            let writer = try hub.connect()
+            let reader = try hub.connect()
+            let subscriber = try hub.connect()
+            let greeter = try hub.connect()
+            try writer.ok(#"{"op":"set","name":"s/1","data":{"n":1}}"#)
+
+            disk.isFull = true
+            disk.hold()
+            writer.send(#"{"op":"set","name":"s/1","data":{"n":2},"id":"w"}"#)
+            try waitUntil("the commit to reach the disk", timeoutMillis: messageTimeout) { disk.isHoldingACommit }
+            reader.send(#"{"op":"get","name":"s/1","id":"r"}"#)
+            subscriber.send(#"{"op":"subscribe","name":"s/1","id":"s"}"#)
+            greeter.send(#"{"op":"hello","protocol":1,"id":"h"}"#)
+            let metrics = hub.hub.core.metrics
+            try waitUntil("the answers to wait for the commit", timeoutMillis: messageTimeout) {
+                metrics.heldOutputs.load(ordering: .relaxed) >= 4
+            }
+            disk.release()
+
+            #expect(try writer.next().errorCode == "storage_failed")
+            let read = try reader.next()
+            #expect(read["id"] == "r" && read.errorCode == "storage_failed")
+            for (client, id) in [(subscriber, "s"), (greeter, "h")] {
+                let answer = try client.next()
+                #expect(answer["id"] == .string(id) && answer.errorCode == "storage_failed", "\(answer.text)")
+                do {
+                    let next = try client.next()
+                    Issue.record("expected the connection closed, got \(next.text)")
+                } catch {
+                    #expect("\(error)".hasPrefix("closed 1013"), "\(error)")
+                }
+            }
+            try reader.expectNothingPending()
+
+            disk.isFull = false
+            let again = try hub.connect()
+            let subscribed = try again.ok(#"{"op":"subscribe","name":"s/1"}"#)
+            #expect(subscribed["record"]?["data"] == ["n": 1])
+            try writer.ok(#"{"op":"set","name":"s/1","data":{"n":3}}"#)
+            #expect(try again.push()["seq"] == 2)
+        }
+    }
+}
+
 /// A hub on a store of `kind` whose commits fail while `disk.isFull`.
 private func withFaultyHub(_ kind: StoreKind, disk: DiskFault, directory: TemporaryDirectory? = nil,
                            lending: LendingRule? = nil, _ body: (HubFixture) throws -> Void) throws {
@@ -171,7 +227,8 @@ private func withFaultyHub(_ kind: StoreKind, disk: DiskFault, directory: Tempor
 /// A disk that fills up and empties again: while `isFull`, every COMMIT
 /// fails with SQLITE_FULL's code and words.
 final class DiskFault: @unchecked Sendable {
-    private let state = Locked((full: false, onLoop: 0, loops: [EventLoop]()))
+    private let state = Locked((full: false, onLoop: 0, loops: [EventLoop](), holding: false, waiting: false))
+    private let gate = DispatchSemaphore(value: 0)
 
     var isFull: Bool {
         get { state.withLock { $0.full } }
@@ -185,13 +242,32 @@ final class DiskFault: @unchecked Sendable {
     /// The hub's loops, for `failedOnALoop`.
     func watch(_ loops: [EventLoop]) { state.withLock { $0.loops = loops } }
 
+    /// The next failing commit waits in the hook (the disk is slow to say
+    /// no) until `release()`.
+    func hold() { state.withLock { $0.holding = true } }
+
+    /// Whether a commit is waiting in the hook.
+    var isHoldingACommit: Bool { state.withLock { $0.waiting } }
+
+    func release() {
+        state.withLock { $0.holding = false }
+        gate.signal()
+    }
+
     var hooks: StoreTestHooks {
-        StoreTestHooks(failCommit: { [state] _ in
-            state.withLock { s in
-                guard s.full else { return nil }
+        StoreTestHooks(failCommit: { [state, gate] _ in
+            let (full, hold) = state.withLock { s -> (Bool, Bool) in
+                guard s.full else { return (false, false) }
                 if s.loops.contains(where: \.inEventLoop) { s.onLoop += 1 }
-                return StoreError(code: 13, message: "database or disk is full", operation: "commit")  // SQLITE_FULL
+                if s.holding { s.waiting = true }
+                return (true, s.holding)
             }
+            guard full else { return nil }
+            if hold {
+                gate.wait()
+                state.withLock { $0.waiting = false }
+            }
+            return StoreError(code: 13, message: "database or disk is full", operation: "commit")  // SQLITE_FULL
         })
     }
 }
