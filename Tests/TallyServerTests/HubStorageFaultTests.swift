@@ -202,6 +202,27 @@ extension HubStorageFaultTests {
     }
 }
 
+extension HubStorageFaultTests {
+    /// A full disk refuses every write: the log gets one line per 10 s
+    /// saying how many went unlogged, not one per write, and a recovery
+    /// line only after a logged failure.
+    @Test func failuresAreLoggedAtMostEveryTenSeconds() {
+        var faults = StorageFaults()
+        #expect(faults.failed(at: 1_000) == 0, "the first is logged")
+        for millis in stride(from: Int64(1_100), to: 11_000, by: 100) {
+            #expect(faults.failed(at: millis) == nil)
+        }
+        #expect(faults.failed(at: 11_000) == 99, "then one line with the count of the others")
+        #expect(faults.failing)
+        #expect(faults.recovered() == 101)
+        #expect(!faults.failing)
+        // Flapping: a failure soon after the last line is not logged, nor is its recovery.
+        #expect(faults.failed(at: 12_000) == nil)
+        #expect(faults.recovered() == nil)
+        #expect(faults.failed(at: 21_000) == 1)
+    }
+}
+
 /// A hub on a store of `kind` whose commits fail while `disk.isFull`.
 private func withFaultyHub(_ kind: StoreKind, disk: DiskFault, directory: TemporaryDirectory? = nil,
                            lending: LendingRule? = nil, _ body: (HubFixture) throws -> Void) throws {
