@@ -128,7 +128,9 @@ enum BlobRoutes {
         let failure = ProtocolError(ErrorCode(rawValue: error.code), error.message, details: details)
         var writer = MessageWriter()
         writer.value("error", failure.json)
-        return .json(status, writer.finish())
+        var response = HTTPResponse.json(status, writer.finish())
+        if case .storageFailed = error { response.headers.set("Retry-After", String(REST.storageRetryAfterSeconds)) }
+        return response
     }
 }
 
