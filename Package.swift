@@ -48,8 +48,10 @@ let package = Package(
         // The SQLite connection the CLI's own files share (the mirror's store,
         // the intake outbox): WAL + synchronous=FULL, transactions, typed errors.
         .target(name: "TallySQLite", dependencies: ["CSQLite"], swiftSettings: strict),
+        // One process per data directory or mirror store: an exclusive lock file naming its holder.
+        .target(name: "TallyFileLock", swiftSettings: strict),
         .target(name: "TallyServer", dependencies: ["TallyNet", "TallyEngine", "TallyProtocol", "TallyStore",
-                                                    "COpenSSL", "CZlib"],
+                                                    "TallyFileLock", "COpenSSL", "CZlib"],
                 swiftSettings: strict),
         // Load generators behind `tally bench`.
         .target(name: "TallyBench", dependencies: ["TallyNet", "TallyTLS"], swiftSettings: strict),
@@ -57,7 +59,8 @@ let package = Package(
         .target(name: "TallyClient", dependencies: ["TallyNet", "TallyProtocol", "TallyWebSocket", "TallyTLS"],
                 swiftSettings: strict),
         // The offline mirror behind `tally mirror`: local SQLite store, outbox, merge.
-        .target(name: "TallyMirror", dependencies: ["TallyClient", "TallyProtocol", "TallySQLite"], swiftSettings: strict),
+        .target(name: "TallyMirror", dependencies: ["TallyClient", "TallyProtocol", "TallySQLite", "TallyFileLock"],
+                swiftSettings: strict),
         // The command-line front end: argument parsing and output only.
         .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS",
                                                       "TallyProtocol", "TallyStore", "TallyEngine", "TallySQLite",
@@ -73,7 +76,7 @@ let package = Package(
         .testTarget(name: "TallyEngineTests", dependencies: ["TallyEngine", "TallyProtocol"]),
         .testTarget(name: "TallyServerTests",
                     dependencies: ["TallyServer", "TallyStore", "TallyNet", "TallyProtocol", "TallyTestSupport",
-                                   "TallyHubTestSupport"]),
+                                   "TallyHubTestSupport", "TallyFileLock"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyStore", "TallyTestSupport"]),

@@ -21,6 +21,8 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let unauthorized = ErrorCode(rawValue: "unauthorized")
     public static let forbidden = ErrorCode(rawValue: "forbidden")
     public static let storageFailed = ErrorCode(rawValue: "storage_failed")
+    /// The hub's blob quota is used up (REST 507).
+    public static let quotaExceeded = ErrorCode(rawValue: "quota_exceeded")
     public static let shuttingDown = ErrorCode(rawValue: "shutting_down")
     public static let resnapshot = ErrorCode(rawValue: "resnapshot")
     public static let illegalTransition = ErrorCode(rawValue: "illegal_transition")

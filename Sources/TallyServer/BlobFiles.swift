@@ -179,6 +179,22 @@ final class BlobFiles: Sendable {
         }
     }
 
+    /// Bytes of the blobs stored (temporary files left out): counted once
+    /// at open, by one stat per blob.
+    func totalBytes() -> Int {
+        var total = 0
+        for fanOut in entries(of: root) where fanOut.utf8.count == 2 {
+            let directory = "\(root)/\(fanOut)"
+            for name in entries(of: directory) where !name.hasPrefix(".tmp-") {
+                var status = stat()
+                if lstat("\(directory)/\(name)", &status) == 0, status.st_mode & S_IFMT == S_IFREG {
+                    total += Int(status.st_size)
+                }
+            }
+        }
+        return total
+    }
+
     private func entries(of directory: String) -> [String] {
         guard let handle = opendir(directory) else { return [] }
         defer { closedir(handle) }

@@ -117,6 +117,11 @@ enum BlobRoutes {
         case .tooLarge(_, let limit):
             status = .payloadTooLarge
             details["limit"] = .number(JSONNumber(limit))
+        case .quotaExceeded(_, _, let quota):
+            // RFC 4918 §11.5: "unable to store the representation needed to
+            // successfully complete the request".
+            status = HTTPStatus(507, "Insufficient Storage")
+            details["quota"] = .number(JSONNumber(quota))
         case .checksumMismatch(_, let actual):
             status = .badRequest
             details["actual"] = .string(actual)
@@ -126,7 +131,9 @@ enum BlobRoutes {
         let failure = ProtocolError(ErrorCode(rawValue: error.code), error.message, details: details)
         var writer = MessageWriter()
         writer.value("error", failure.json)
-        return .json(status, writer.finish())
+        var response = HTTPResponse.json(status, writer.finish())
+        if case .storageFailed = error { response.headers.set("Retry-After", String(REST.storageRetryAfterSeconds)) }
+        return response
     }
 }
 

@@ -14,15 +14,29 @@ import TallyNet
 /// the declared type. With no directory (`--data :memory:`) blobs live in a
 /// dictionary and vanish with the process.
 ///
+/// The blobs together may hold at most `quota` bytes, so photos cannot
+/// fill the disk the records need: an upload that would pass it is refused
+/// (`quota_exceeded`) before anything is written. The total is counted once
+/// at open and then moved by each upload; an upload reserves its size
+/// before writing, so concurrent uploads cannot pass the quota together.
+///
 /// Safe to call from any thread. `put` hashes and fsyncs, so callers run it
 /// off the event loop (see `BlobRoutes`).
 public final class BlobStore: Sendable {
     /// 16 MiB: a full-resolution phone photo with room to spare (contract,
     /// "Blobs": config `maxBlobSize`).
     public static let defaultMaxBlobSize = 16 << 20
+    /// 10 GiB: about 3,000 full-resolution phone photos, a stock room's
+    /// intake for a long while, and small beside today's disks; an operator
+    /// with more room raises it (config `blobQuota`, `--blob-quota`).
+    public static let defaultQuota = 10 << 30
 
     /// Largest blob `put` accepts, in bytes.
     public let maxBlobSize: Int
+    /// Most bytes all blobs together may hold.
+    public let quota: Int
+    /// Bytes of the blobs stored, plus those of uploads being written.
+    private let used: Atomic<Int>
     private let backend: Backend
 
     private enum Backend: Sendable {
@@ -36,16 +50,32 @@ public final class BlobStore: Sendable {
     ///   - directory: the hub's data directory; blobs go under
     ///     `<directory>/blobs/`. Nil keeps blobs in memory.
     ///   - maxBlobSize: the largest blob `put` accepts.
+    ///   - quota: the most bytes all blobs together may hold.
     /// - Throws: `.storageFailed` when the directory cannot be created.
-    public init(directory: String?, maxBlobSize: Int = BlobStore.defaultMaxBlobSize) throws(BlobError) {
+    public init(directory: String?, maxBlobSize: Int = BlobStore.defaultMaxBlobSize,
+                quota: Int = BlobStore.defaultQuota) throws(BlobError) {
         self.maxBlobSize = max(0, maxBlobSize)
+        self.quota = max(0, quota)
         if let directory {
             let files = BlobFiles(root: directory + "/blobs")
             try files.prepare(dataDirectory: directory)
             backend = .disk(files)
+            used = Atomic(files.totalBytes())
         } else {
             backend = .memory(Locked([:]))
+            used = Atomic(0)
         }
+    }
+
+    /// Bytes the stored blobs hold (and uploads being written).
+    public var usedBytes: Int { used.load(ordering: .relaxed) }
+
+    /// The blob gauges for `/metrics`.
+    var prometheusText: String {
+        "# HELP tally_blob_bytes Bytes the stored blobs (photos) hold.\n# TYPE tally_blob_bytes gauge\n"
+            + "tally_blob_bytes \(usedBytes)\n"
+            + "# HELP tally_blob_quota_bytes Most bytes the blobs may hold (blobQuota).\n"
+            + "# TYPE tally_blob_quota_bytes gauge\ntally_blob_quota_bytes \(quota)\n"
     }
 
     /// Verifies and stores a blob; storing one that is already there is a
@@ -62,16 +92,39 @@ public final class BlobStore: Sendable {
         let type = try check(sha256: sha256, contentType: contentType, bytes: bytes)
         let actual = try BlobStore.sha256Hex(bytes)
         guard actual == sha256 else { throw .checksumMismatch(expected: sha256, actual: actual) }
-        switch backend {
-        case .memory(let blobs):
-            let created = blobs.withLock { blobs in
-                guard blobs[sha256] == nil else { return false }
-                blobs[sha256] = bytes
-                return true
+        // Storing one that is there already takes no room: never refused.
+        if exists(sha256: sha256) { return (false, type) }
+        try reserve(bytes.count)
+        let created: Bool
+        do throws(BlobError) {
+            switch backend {
+            case .memory(let blobs):
+                created = blobs.withLock { blobs in
+                    guard blobs[sha256] == nil else { return false }
+                    blobs[sha256] = bytes
+                    return true
+                }
+            case .disk(let files):
+                created = try files.write(sha256, bytes)
             }
-            return (created, type)
-        case .disk(let files):
-            return (try files.write(sha256, bytes), type)
+        } catch {
+            used.subtract(bytes.count, ordering: .relaxed)
+            throw error
+        }
+        // Another upload of the same blob won the race and counted it.
+        if !created { used.subtract(bytes.count, ordering: .relaxed) }
+        return (created, type)
+    }
+
+    /// Counts `size` bytes as used, unless that would pass the quota.
+    private func reserve(_ size: Int) throws(BlobError) {
+        var current = used.load(ordering: .relaxed)
+        while true {
+            guard size <= quota - current else { throw .quotaExceeded(size: size, used: current, quota: quota) }
+            let (exchanged, found) = used.compareExchange(expected: current, desired: current + size,
+                                                          ordering: .relaxed)
+            if exchanged { return }
+            current = found
         }
     }
 
@@ -155,6 +208,8 @@ public enum BlobError: Error, Sendable, Equatable, CustomStringConvertible {
     case signatureMismatch(declared: String, found: String?, empty: Bool)
     /// Larger than the store's limit (`too_large`).
     case tooLarge(size: Int, limit: Int)
+    /// Storing it would take the blobs past their quota (`quota_exceeded`).
+    case quotaExceeded(size: Int, used: Int, quota: Int)
     /// The bytes hash to another name (`checksum_mismatch`).
     case checksumMismatch(expected: String, actual: String)
     /// The file system refused (`storage_failed`); `path` is for logs only.
@@ -165,6 +220,7 @@ public enum BlobError: Error, Sendable, Equatable, CustomStringConvertible {
         case .badSHA256: "bad_field"
         case .unsupportedType, .signatureMismatch: "unsupported_type"
         case .tooLarge: "too_large"
+        case .quotaExceeded: "quota_exceeded"
         case .checksumMismatch: "checksum_mismatch"
         case .storageFailed: "storage_failed"
         }
@@ -189,6 +245,9 @@ public enum BlobError: Error, Sendable, Equatable, CustomStringConvertible {
             return "the body does not start with the \(declared) signature; send an image of one of \(types)"
         case .tooLarge(let size, let limit):
             return "the blob is \(size) bytes; the limit is \(limit) (maxBlobSize): resize or recompress the photo"
+        case .quotaExceeded(let size, let used, let quota):
+            return "the hub's photo storage is full: this blob is \(size) bytes and \(used) of the \(quota) bytes "
+                + "allowed are in use; the operator can raise blobQuota (tally serve --blob-quota) or free space"
         case .checksumMismatch(let expected, let actual):
             return "the body's SHA-256 is \(actual), not \(expected): hash the exact bytes you send and PUT them there"
         case .storageFailed(let operation, _, let errno):

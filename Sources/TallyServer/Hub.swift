@@ -1,3 +1,4 @@
+import TallyFileLock
 import TallyHTTP
 import TallyNet
 import TallyStore
@@ -9,25 +10,44 @@ public final class Hub: Sendable {
     /// Photos, content-addressed (`/v1/blobs/{sha256}`).
     public let blobs: BlobStore
     public var port: Int { server.port }
+    /// Held from start to shutdown, so that one hub at a time uses the data
+    /// directory (see `DataDirectory`); nil for `:memory:`.
+    private let directoryLock: FileLock?
 
-    /// Opens the store, starts the core, binds and starts serving.
-    public init(configuration: HubConfiguration) throws(HubStartError) {
+    /// Locks the data directory, opens the store, starts the core, binds
+    /// and starts serving.
+    public convenience init(configuration: HubConfiguration) throws(HubStartError) {
+        let directory = configuration.dataDirectory
+        guard directory != ":memory:" else {
+            try self.init(configuration: configuration, store: MemoryStore(retention: configuration.retention))
+            return
+        }
+        let lock = try DataDirectory.lock(directory)
         let store: any Store
+        do {
+            store = try SQLiteStore(directory: directory, durability: configuration.durability,
+                                    retention: configuration.retention)
+        } catch {
+            throw HubStartError(opening: error, in: directory)
+        }
+        try self.init(configuration: configuration, store: store, directoryLock: lock)
+    }
+
+    /// Starts the core on `store`, opened already (tests pass one with
+    /// faults in it), binds and starts serving.
+    init(configuration: HubConfiguration, store: any Store, directoryLock: FileLock? = nil) throws(HubStartError) {
+        self.directoryLock = directoryLock
         let inMemory = configuration.dataDirectory == ":memory:"
         do {
-            store = configuration.dataDirectory == ":memory:"
-                ? MemoryStore(retention: configuration.retention)
-                : try SQLiteStore(directory: configuration.dataDirectory, durability: configuration.durability,
-                                  retention: configuration.retention)
             core = try HubCore(store: store, configuration: configuration.core, logger: configuration.server.logger)
         } catch {
             throw .store(error)
         }
         do {
             blobs = try BlobStore(directory: inMemory ? nil : configuration.dataDirectory,
-                                  maxBlobSize: configuration.maxBlobBytes)
+                                  maxBlobSize: configuration.maxBlobBytes, quota: configuration.blobQuotaBytes)
         } catch {
-            throw .blobs(error)
+            throw HubStartError(opening: error, in: configuration.dataDirectory)
         }
         core.start()
         let routes = HubRoutes(configuration: configuration, core: core, blobs: blobs)
@@ -50,7 +70,11 @@ public final class Hub: Sendable {
             throw .bind(error)
         }
         let core = core
-        routes.metricsSource.set { [server] in server.metricsSnapshot().prometheusText + core.metrics.prometheusText }
+        let blobs = blobs
+        routes.metricsSource.set { [server] in
+            server.metricsSnapshot().prometheusText + core.metrics.prometheusText
+                + HubMetrics.prometheusText(core.store.health) + blobs.prometheusText
+        }
     }
 
     /// Graceful shutdown: stop the network (see `Server.shutdown`), then let
@@ -58,19 +82,6 @@ public final class Hub: Sendable {
     public func shutdown() {
         server.shutdown()
         core.stop()
-    }
-}
-
-public enum HubStartError: Error, CustomStringConvertible {
-    case store(StoreError)
-    case blobs(BlobError)
-    case bind(SystemError)
-
-    public var description: String {
-        switch self {
-        case .store(let error): "cannot open the store: \(error)"
-        case .blobs(let error): "cannot open the blob store: \(error)"
-        case .bind(let error): "\(error)"
-        }
+        directoryLock?.release()
     }
 }

@@ -12,8 +12,9 @@ import TallyStore
 /// {
 ///   "host": "127.0.0.1", "port": 8080, "threads": 2,
 ///   "data": "/var/lib/tally", "durability": "full",
-///   "retention": {"changes": 1000000, "ageSeconds": 604800},
-///   "maxRecordSize": 1048576, "maxMessageSize": 16777216
+///   "retention": {"changes": 1000000, "bytes": 1073741824, "ageSeconds": 604800},
+///   "maxRecordSize": 1048576, "maxMessageSize": 16777216,
+///   "maxBlobSize": 16777216, "blobQuota": 10737418240
 /// }
 /// ```
 public struct HubConfigFile: Sendable {
@@ -23,6 +24,7 @@ public struct HubConfigFile: Sendable {
     public var data: String?
     public var durability: Durability?
     public var retainChanges: Int?
+    public var retainBytes: Int?
     public var retainAgeSeconds: Double?
     public var maxRecordSize: Int?
     public var maxMessageSize: Int?
@@ -32,6 +34,8 @@ public struct HubConfigFile: Sendable {
     public var allowHosts: [String]?
     public var maxSubscriptions: Int?
     public var maxUnauthenticated: Int?
+    /// Most bytes all blobs together may hold.
+    public var blobQuota: Int?
     /// Configured users; any at all turns authentication on.
     public var users: [HubUser]?
     /// Roles defined or redefined over the shipped ones.
@@ -88,6 +92,7 @@ public struct HubConfigFile: Sendable {
                     "must be a host name such as \"tally.local\" (no scheme or port)" }
             case "maxSubscriptions": file.maxSubscriptions = try int(member, path, 1...10_000_000)
             case "maxUnauthenticated": file.maxUnauthenticated = try int(member, path, 1...10_000_000)
+            case "blobQuota": file.blobQuota = try int(member, path, 1...(1 << 40))
             case "users": file.users = try parseUsers(member, path)
             case "roles": file.roles = try parseRoles(member, path)
             case "workflows": file.workflows = try parseWorkflows(member, path)
@@ -97,17 +102,18 @@ public struct HubConfigFile: Sendable {
                     let innerPath = "\(path).\(inner)"
                     switch inner {
                     case "changes": file.retainChanges = try int(innerValue, innerPath, 1...Int(Int32.max))
+                    case "bytes": file.retainBytes = try int(innerValue, innerPath, 1...(1 << 40))
                     case "ageSeconds":
                         guard case .number(let number) = innerValue, number.doubleValue > 0,
                               number.doubleValue <= 3650 * 86_400 else {
                             throw Invalid(path: innerPath, message: "must be a number of seconds greater than 0 and at most 315360000 (10 years)")
                         }
                         file.retainAgeSeconds = number.doubleValue
-                    default: throw Invalid(path: innerPath, message: "unknown setting; use \"changes\" or \"ageSeconds\"")
+                    default: throw Invalid(path: innerPath, message: "unknown setting; use \"changes\", \"bytes\" or \"ageSeconds\"")
                     }
                 }
             default:
-                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, echo, allowOrigins, allowHosts, maxSubscriptions, maxUnauthenticated, users, roles, workflows")
+                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, echo, allowOrigins, allowHosts, maxSubscriptions, maxUnauthenticated, users, roles, workflows")
             }
         }
         // Every role a user or a workflow names must exist.

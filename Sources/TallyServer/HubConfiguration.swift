@@ -26,6 +26,8 @@ public struct HubConfiguration: Sendable {
     public var core = CoreConfiguration()
     /// Largest photo `PUT /v1/blobs/{sha256}` accepts.
     public var maxBlobBytes = 16 << 20
+    /// Most bytes all photos together may hold (config `blobQuota`).
+    public var blobQuotaBytes = BlobStore.defaultQuota
     /// The `Clients` directory (`web/`, `js/`) the dashboard is served
     /// from at `/`, `/app/…` and `/js/…`; nil serves no dashboard.
     public var webDirectory: String?

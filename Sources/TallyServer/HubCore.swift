@@ -70,6 +70,12 @@ public final class HubCore: @unchecked Sendable {
 
     enum Output {
         case reply(Session, [UInt8])
+        /// A reply that hands the client a starting point (hello's seq, a
+        /// subscription's snapshot or replay): delivered as `.reply`, but
+        /// when a failed commit rolls its seq back the connection is closed
+        /// after the `storage_failed` answer, so that the client resumes
+        /// from what it really has (see HubCore+StorageFaults.swift).
+        case syncReply(Session, [UInt8])
         case fanout(SharedFrame, [Session], isEvent: Bool)
         case http(HTTPResponder, HTTPResponse)
         case close(Session, WebSocketCloseCode, String)
@@ -117,17 +123,22 @@ public final class HubCore: @unchecked Sendable {
     // The members touched per delivery skip the runtime exclusivity check
     // (see `Connection.outbound` in TallyNet): one thread holds the core at
     // a time, and none is accessed while another access to it is open.
-    @exclusivity(unchecked) private var units: [StoreUnit] = []
-    @exclusivity(unchecked) private var held: [(seq: Int64, output: Output)] = []
-    @exclusivity(unchecked) private var heldHead = 0
+    @exclusivity(unchecked) var units: [StoreUnit] = []
+    @exclusivity(unchecked) var held: [(seq: Int64, output: Output)] = []
+    @exclusivity(unchecked) var heldHead = 0
     /// Indexed by loop id (a handful of loops: scanning them is cheaper
     /// than hashing per delivery).
     @exclusivity(unchecked) private var batches: [LoopBatch?] = []
     var slotScratch: [Int] = []
+    /// The request being handled hands the client a starting point: its
+    /// answer is a `.syncReply`.
+    private var answeringSync = false
     /// Per workflow prefix, built by a recount on first use.
     var workflowStats: [String: WorkflowStats] = [:]
     /// Item lookup codes for resolve, built on first use.
     var itemCodes: [String: Set<String>]?
+    /// Failed commits since the last success, for rate-limited logs.
+    var storageFaults = StorageFaults()
     private var floorCheckedAt: Int64 = 0
     /// When the core started: reconnecting clients are spread out for a
     /// while after (see `retryAfter`).
@@ -262,7 +273,10 @@ public final class HubCore: @unchecked Sendable {
         for input in batch {
             switch input {
             case .open(let session): open(session)
-            case .request(let session, let request): handle(request, from: session)
+            case .request(let session, let request):
+                answeringSync = request.operation.handsOverSyncState
+                handle(request, from: session)
+                answeringSync = false
             case .refused(let session, let id, let error): answer(session, id: id, error: error)
             case .close(let session): close(session)
             case .rest(let call): handle(call)
@@ -309,12 +323,10 @@ public final class HubCore: @unchecked Sendable {
     }
 
     private func committed(_ outcome: CommitOutcome) {
-        if let error = outcome.error {
-            // The in-memory state already holds changes the store refused; the
-            // only state that can be trusted is the file. Clients resume.
-            logger.error("store.commit_failed", ["error": "\(error)"])
-            exit(70)
-        }
+        // The memory holds changes the store refused: back to what it holds
+        // (see HubCore+StorageFaults.swift).
+        if let error = outcome.error { return commitFailed(outcome, error: error) }
+        if storageFaults.failing { commitsRecovered() }
         guard outcome.lastSeq > committedSeq else { return }
         committedSeq = outcome.lastSeq
         cache.committed(through: committedSeq)
@@ -377,7 +389,7 @@ public final class HubCore: @unchecked Sendable {
     /// change a push carries — so each session's `seenSeq` follows it.
     private func deliver(_ output: Output, seq: Int64) {
         switch output {
-        case .reply(let session, let bytes):
+        case .reply(let session, let bytes), .syncReply(let session, let bytes):
             if seq > session.seenSeq { session.seenSeq = seq }
             queue(.text(session, bytes), on: session.loop)
         case .fanout(let frame, let targets, let isEvent):
@@ -424,7 +436,8 @@ public final class HubCore: @unchecked Sendable {
         writer.bool("ok", true)
         body(&writer)
         metrics.requests.add(1, ordering: .relaxed)
-        emit(.reply(session, writer.finish()), after: seq)
+        let bytes = writer.finish()
+        emit(answeringSync ? .syncReply(session, bytes) : .reply(session, bytes), after: seq)
     }
 
     func answer(_ session: Session, id: JSONValue?, error: ProtocolError) {

@@ -1,5 +1,6 @@
 import Synchronization
 import TallyNet
+import TallyStore
 
 /// The sync engine's figures for `/metrics`, written by the core and store
 /// threads and read by whichever loop serves the scrape.
@@ -30,6 +31,10 @@ final class HubMetrics: Sendable {
     let browserRefusals = Atomic<Int>(0)
     /// WebSocket connections that have not authenticated yet (a hub with users).
     let unauthenticated = Atomic<Int>(0)
+    /// Commits that failed (a full disk, an I/O error), and the accepted
+    /// changes dropped with them (see HubCore+StorageFaults.swift).
+    let commitFailures = Atomic<Int>(0)
+    let rolledBackChanges = Atomic<Int>(0)
     /// Batches of core work done by the core thread, and done in place by
     /// the thread that brought them (a loop, the store writer) while the
     /// core was idle.
@@ -73,6 +78,11 @@ final class HubMetrics: Sendable {
         metric("tally_change_log_floor_seq", "gauge", "Highest sequence number no longer kept in the change log.", value(floorSeq))
         metric("tally_change_log_size", "gauge", "Changes kept in the change log.",
                max(0, value(committedSeq) - value(floorSeq)))
+        metric("tally_commit_failures_total", "counter",
+               "Commits that failed (disk full, I/O error); their writes were answered storage_failed.",
+               value(commitFailures))
+        metric("tally_rolled_back_changes_total", "counter",
+               "Accepted changes dropped because their commit, or one before them, failed.", value(rolledBackChanges))
         metric("tally_held_outputs", "gauge", "Replies and pushes waiting for their commit.", value(heldOutputs))
         metric("tally_clients", "gauge", "Connected clients that said hello (updated each second).", value(clients))
         metric("tally_client_lag_max", "gauge", "Largest seqs-behind-head of a connected client (updated each second).", value(clientLagMax))
@@ -98,5 +108,15 @@ final class HubMetrics: Sendable {
         text += "tally_commit_latency_seconds_sum \(Double(value(commitNanos)) / 1e9)\n"
         text += "tally_commit_latency_seconds_count \(cumulative)\n"
         return text
+    }
+
+    /// The store's background failures, read at scrape time.
+    static func prometheusText(_ health: StoreHealth) -> String {
+        "# HELP tally_checkpoint_failures_total WAL checkpoints that failed (each is tried again).\n"
+            + "# TYPE tally_checkpoint_failures_total counter\n"
+            + "tally_checkpoint_failures_total \(health.checkpointFailures)\n"
+            + "# HELP tally_prune_failures_total Retention steps that failed (each is tried again).\n"
+            + "# TYPE tally_prune_failures_total counter\n"
+            + "tally_prune_failures_total \(health.pruneFailures)\n"
     }
 }

@@ -52,10 +52,17 @@ enum REST {
         }
     }
 
+    /// Seconds a client should wait before retrying after `storage_failed`:
+    /// a full disk is not freed in a moment, and retries come back to a hub
+    /// that is already short of room.
+    static let storageRetryAfterSeconds = 5
+
     static func response(for error: ProtocolError, ifMatch: Bool = false) -> HTTPResponse {
         var writer = MessageWriter()
         writer.value("error", error.json)
-        return .json(status(for: error, ifMatch: ifMatch), writer.finish())
+        var response = HTTPResponse.json(status(for: error, ifMatch: ifMatch), writer.finish())
+        if error.code == .storageFailed { response.headers.set("Retry-After", String(storageRetryAfterSeconds)) }
+        return response
     }
 
     /// Decodes `%XX` escapes in one path part; nil when an escape is broken

@@ -104,6 +104,23 @@ final class StateCache: EngineState {
         evictIfNeeded()
     }
 
+    /// A commit failed: every uncommitted state is forgotten, so those
+    /// names are read from the store again on their next use (the store
+    /// holds their last committed state). Call after `committed(through:)`
+    /// has seen every commit that succeeded.
+    func dropUncommitted() {
+        for index in pinnedHead..<pinned.count {
+            let key = ByteKey(pinned[index].name)
+            if pinned[index].isList {
+                if let entry = lists[key], entry.pinnedSeq != 0 { lists[key] = nil }
+            } else if let entry = records[key], entry.pinnedSeq != 0 {
+                records[key] = nil
+            }
+        }
+        pinned.removeAll(keepingCapacity: true)
+        pinnedHead = 0
+    }
+
     /// Names of records with uncommitted changes whose names start with `prefix`.
     func pendingRecordNames(prefix: String) -> [String] {
         var names: [String] = []

@@ -53,8 +53,9 @@ struct LendingRule: Sendable {
     static let whenParked = LendingRule(afterIdleNanos: 0, maxCommitNanos: .max)
 }
 
-/// Test-only ways into the writer: fail a unit in the middle, pause before
-/// COMMIT, lend by another rule. Empty in production.
+/// Test-only ways into the writer: fail a unit in the middle, fail a
+/// whole transaction, pause before COMMIT, lend by another rule. Empty in
+/// production.
 struct StoreTestHooks: Sendable {
     /// Called after each mutation of each unit is applied inside the
     /// transaction; a returned error fails the unit there.
@@ -63,13 +64,18 @@ struct StoreTestHooks: Sendable {
     /// Memory: called before the batch is applied (the tables' lock is not
     /// held, so the hook may read through a reader).
     var beforeCommit: (@Sendable (_ tokens: [UInt64]) -> Void)?
+    /// Called where `beforeCommit` is, after it; a returned error fails the
+    /// whole transaction, as a COMMIT that found the disk full does.
+    var failCommit: (@Sendable (_ tokens: [UInt64]) -> StoreError?)?
     /// Replaces `LendingRule.standard`.
     var lending: LendingRule?
 
     init(afterMutation: (@Sendable (UInt64, Int) -> StoreError?)? = nil,
-         beforeCommit: (@Sendable ([UInt64]) -> Void)? = nil, lending: LendingRule? = nil) {
+         beforeCommit: (@Sendable ([UInt64]) -> Void)? = nil,
+         failCommit: (@Sendable ([UInt64]) -> StoreError?)? = nil, lending: LendingRule? = nil) {
         self.afterMutation = afterMutation
         self.beforeCommit = beforeCommit
+        self.failCommit = failCommit
         self.lending = lending
     }
 }

@@ -13,12 +13,18 @@ public struct CommitOutcome: Sendable, Equatable {
     /// Committed by a submitter that borrowed the idle writer's connection
     /// (`Store.commitQueued`), not by the writer thread.
     public var inPlace: Bool
+    /// These units were not tried: they were queued behind a unit that
+    /// failed (reported before them, with `discarded` false) and before the
+    /// submitter called `Store.resumeAfterFailure`. `error` is that failure.
+    public var discarded: Bool
 
-    public init(tokens: [UInt64], lastSeq: Int64, durationNanos: UInt64, error: StoreError?, inPlace: Bool = false) {
+    public init(tokens: [UInt64], lastSeq: Int64, durationNanos: UInt64, error: StoreError?, inPlace: Bool = false,
+                discarded: Bool = false) {
         self.tokens = tokens
         self.lastSeq = lastSeq
         self.durationNanos = durationNanos
         self.error = error
         self.inPlace = inPlace
+        self.discarded = discarded
     }
 }

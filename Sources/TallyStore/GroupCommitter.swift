@@ -10,10 +10,17 @@
 /// by themselves: one fsync is shared by every unit that arrived during the
 /// previous one.
 ///
-/// A unit that fails does not take its batch with it: the transaction is
-/// rolled back, the units before it are committed again on their own, the
-/// failing unit is reported alone, and the rest go on as the next batch.
-/// `onCommit` calls stay in submission order.
+/// A unit that fails does not take the units before it down: the
+/// transaction is rolled back, the units before it are committed again on
+/// their own, and the failing unit is reported. Every unit submitted after
+/// it is then reported as `discarded`, never tried, until the submitter
+/// calls `resumeAfterFailure`: a submitter such as the hub builds each unit
+/// on the state the ones before it left, so a unit behind a failed one
+/// would store state that never existed (a version 3 whose version 2 was
+/// lost). The submitter rolls its own state back to what was committed,
+/// then resumes, and from there on units are tried again — so when the
+/// disk has room again, the next write simply succeeds. `onCommit` calls
+/// stay in submission order.
 ///
 /// Commit in place: a submitter that is about to wait for nothing else (an
 /// event loop at the end of its iteration) may queue without waking the
@@ -28,54 +35,6 @@
 /// Nor does a store whose last commit took longer than 2 ms (a slow disk):
 /// the borrower would hold up its other work for that long.
 final class GroupCommitter: @unchecked Sendable {
-    private enum Phase {
-        /// Not started.
-        case idle
-        case running(pthread_t)
-        /// The writer thread has ended and been joined (or never started).
-        case closed
-    }
-
-    private struct State {
-        var phase: Phase
-        var queue: [StoreUnit] = []
-        var onCommit: (@Sendable (CommitOutcome) -> Void)?
-        /// The writer is (about to be) blocked on the condition: submitters
-        /// signal only then.
-        var writerWaiting = false
-        /// The thread that borrowed the backend (`commitQueued`); the writer
-        /// does not touch it until that thread hands it back.
-        var borrower: pthread_t?
-        /// A borrower saw retention due: the writer runs a step when it wakes.
-        var maintenanceRequested = false
-        /// When the last commit ended (monotonic nanoseconds), and how long it took.
-        var lastCommitEnded: UInt64 = 0
-        var lastCommitTook: UInt64 = 0
-        /// Set under the lock when the writer decides to stop with an empty
-        /// queue; later submissions are rejected instead of being stranded.
-        var accepting = true
-        var stopRequested = false
-        var joinClaimed = false
-        var startError: StoreError?
-
-        /// Whether a submitter may borrow the backend now: the writer parked,
-        /// nobody else borrowing, the store idle and its commits quick.
-        func lends(now: UInt64, by rule: LendingRule) -> Bool {
-            guard case .running = phase, writerWaiting, borrower == nil, !stopRequested, !maintenanceRequested
-            else { return false }
-            return now &- lastCommitEnded >= rule.afterIdleNanos && lastCommitTook <= rule.maxCommitNanos
-        }
-
-        var parkedWithNothingToDo: Bool {
-            writerWaiting && borrower == nil && queue.isEmpty && !maintenanceRequested
-        }
-
-        mutating func commitEnded(began: UInt64, ended: UInt64) {
-            lastCommitEnded = ended
-            lastCommitTook = ended &- began
-        }
-    }
-
     private let state: Guarded<State>
     /// Serializes `close` calls from different threads.
     private let closing = Guarded(())
@@ -126,6 +85,7 @@ final class GroupCommitter: @unchecked Sendable {
             state.withLock { s in
                 guard s.accepting else { return (false, false, s.onCommit, s.startError ?? .closed) }
                 s.queue.append(unit)
+                s.enqueued &+= 1
                 guard wakeWriter, s.writerWaiting, s.borrower == nil else { return (true, false, nil, nil) }
                 s.writerWaiting = false
                 return (true, true, nil, nil)
@@ -139,7 +99,7 @@ final class GroupCommitter: @unchecked Sendable {
     /// to the writer, waking it if nobody else will. Blocks for the commit's
     /// I/O, so only a thread that has nothing better to do meanwhile calls it.
     func commitQueued() {
-        enum Plan { case nothing, wake, commit([StoreUnit], @Sendable (CommitOutcome) -> Void) }
+        enum Plan { case nothing, wake, commit([StoreUnit], discarded: Int, StoreError?, @Sendable (CommitOutcome) -> Void) }
         let plan: Plan = state.withLock { s in
             // Empty: someone took it. Writer busy: it takes the queue after its batch.
             // Borrowed: the borrower wakes the writer for the rest when done.
@@ -150,16 +110,16 @@ final class GroupCommitter: @unchecked Sendable {
             }
             s.borrower = pthread_self()
             defer { s.queue.removeAll(keepingCapacity: true) }
-            return .commit(s.queue, onCommit)
+            return .commit(s.queue, discarded: s.discarded(ofTaken: s.queue.count), s.failure, onCommit)
         }
         switch plan {
         case .nothing:
             return
         case .wake:
             state.signal()
-        case .commit(let batch, let onCommit):
+        case .commit(let batch, let discarded, let failure, let onCommit):
             let began = monotonicNanos()
-            let handedBack = commit(batch, backend, onCommit, borrowed: true)
+            let handedBack = commit(batch, discarding: discarded, failure, onCommit, borrowed: true)
             let due = backend.maintenanceDue
             let ended = monotonicNanos()
             let wake: Bool = state.withLock { s in
@@ -174,6 +134,17 @@ final class GroupCommitter: @unchecked Sendable {
                 return true
             }
             if wake { state.signal() }
+        }
+    }
+
+    /// Ends the discarding that a failed unit started: units queued from
+    /// now on are tried again; those queued before are still discarded
+    /// (they were built on the failed unit's state). Does nothing when no
+    /// failure is pending. See the type's comment.
+    func resumeAfterFailure() {
+        state.withLock { s in
+            guard s.discardThrough == .max else { return }
+            s.discardThrough = s.enqueued
         }
     }
 
@@ -257,6 +228,8 @@ final class GroupCommitter: @unchecked Sendable {
         // Retention may be due from an earlier run (or a smaller limit now).
         var maintenancePending = true
         var lastCommit: (began: UInt64, ended: UInt64)?
+        var discarded = 0
+        var failure: StoreError?
         while true {
             let next: Next = state.wait { s in
                 if let (began, ended) = lastCommit {
@@ -274,6 +247,8 @@ final class GroupCommitter: @unchecked Sendable {
                 }
                 if !s.queue.isEmpty {
                     swap(&batch, &s.queue)  // the emptied batch keeps its capacity for the next round
+                    discarded = s.discarded(ofTaken: batch.count)
+                    failure = s.failure
                     return .commit
                 }
                 if s.stopRequested {
@@ -287,7 +262,7 @@ final class GroupCommitter: @unchecked Sendable {
             switch next {
             case .commit:
                 let began = monotonicNanos()
-                _ = commit(batch, backend, onCommit, borrowed: false)
+                _ = commit(batch, discarding: discarded, failure, onCommit, borrowed: false)
                 lastCommit = (began, monotonicNanos())
                 batch.removeAll(keepingCapacity: true)
                 maintenancePending = backend.maintain()
@@ -301,17 +276,34 @@ final class GroupCommitter: @unchecked Sendable {
     }
 
     /// Commits `batch` in as few transactions as its failures allow and
-    /// reports each transaction once. A `borrowed` commit (not on the writer
+    /// reports each transaction once. Its first `discarded` units are
+    /// reported as discarded with `failure` and not tried. After a failure
+    /// the rest of the batch is discarded too, and so is everything queued
+    /// until `resumeAfterFailure`. A `borrowed` commit (not on the writer
     /// thread) does not wait for a database locked by another process: the
     /// units not yet committed are returned, for the writer to commit.
-    private func commit(_ batch: [StoreUnit], _ backend: any CommitBackend,
+    private func commit(_ batch: [StoreUnit], discarding discarded: Int, _ failure: StoreError?,
                         _ onCommit: @Sendable (CommitOutcome) -> Void, borrowed: Bool) -> ArraySlice<StoreUnit> {
-        func report(_ units: ArraySlice<StoreUnit>, _ lastSeq: Int64, _ began: UInt64, _ error: StoreError?) {
+        func report(_ units: ArraySlice<StoreUnit>, _ lastSeq: Int64, _ began: UInt64, _ error: StoreError?,
+                    discarded: Bool = false) {
             var tokens: [UInt64] = []
             tokens.reserveCapacity(units.count)
             for unit in units { tokens.append(unit.token) }
             onCommit(CommitOutcome(tokens: tokens, lastSeq: lastSeq, durationNanos: monotonicNanos() &- began,
-                                   error: error, inPlace: borrowed))
+                                   error: error, inPlace: borrowed, discarded: discarded))
+        }
+        /// Reports `units` as failed with `error` and the rest of the batch
+        /// as discarded; from here on, what is queued is discarded too.
+        /// Marked before reporting: the report may resume at once.
+        func fail(_ units: ArraySlice<StoreUnit>, _ began: UInt64, _ error: StoreError) {
+            state.withLock { s in
+                s.discardThrough = .max
+                s.failure = error
+            }
+            report(units, backend.headSeq, began, error)
+            if units.endIndex < batch.endIndex {
+                report(batch[units.endIndex...], backend.headSeq, monotonicNanos(), error, discarded: true)
+            }
         }
         /// A borrower found the database locked by another process: what is
         /// not committed yet goes back to the writer, which waits for locks.
@@ -319,34 +311,33 @@ final class GroupCommitter: @unchecked Sendable {
             guard borrowed, case .failed(nil, let error) = result else { return false }
             return error.isBusy
         }
-        var start = batch.startIndex
-        while start < batch.endIndex {
-            let began = monotonicNanos()
-            let result = backend.apply(batch[start...], waitForLocks: !borrowed)
-            if lockedWhileBorrowed(result) { return batch[start...] }
-            switch result {
+        if discarded > 0 {
+            report(batch[..<discarded], backend.headSeq, monotonicNanos(), failure ?? .discarded, discarded: true)
+        }
+        let start = batch.startIndex + discarded
+        guard start < batch.endIndex else { return [] }
+        let began = monotonicNanos()
+        let result = backend.apply(batch[start...], waitForLocks: !borrowed)
+        if lockedWhileBorrowed(result) { return batch[start...] }
+        switch result {
+        case .committed(let lastSeq):
+            report(batch[start...], lastSeq, began, nil)
+        case .failed(let index?, let error) where index > start:
+            // The units before the failing one did nothing wrong: commit them again alone.
+            let again = monotonicNanos()
+            let retried = backend.apply(batch[start..<index], waitForLocks: !borrowed)
+            if lockedWhileBorrowed(retried) { return batch[start...] }
+            switch retried {
             case .committed(let lastSeq):
-                report(batch[start...], lastSeq, began, nil)
-                start = batch.endIndex
-            case .failed(let index?, let error):
-                if index > start {
-                    // The units before the failing one did nothing wrong: commit them again alone.
-                    let again = monotonicNanos()
-                    let retried = backend.apply(batch[start..<index], waitForLocks: !borrowed)
-                    if lockedWhileBorrowed(retried) { return batch[start...] }
-                    switch retried {
-                    case .committed(let lastSeq):
-                        report(batch[start..<index], lastSeq, again, nil)
-                    case .failed(_, let error):
-                        report(batch[start..<index], backend.headSeq, again, error)
-                    }
-                }
-                report(batch[index...index], backend.headSeq, began, error)
-                start = index + 1
-            case .failed(nil, let error):
-                report(batch[start...], backend.headSeq, began, error)
-                start = batch.endIndex
+                report(batch[start..<index], lastSeq, again, nil)
+                fail(batch[index...index], began, error)
+            case .failed(_, let error):
+                fail(batch[start..<index], again, error)
             }
+        case .failed(let index?, let error):
+            fail(batch[index...index], began, error)
+        case .failed(nil, let error):
+            fail(batch[start...], began, error)
         }
         return []
     }

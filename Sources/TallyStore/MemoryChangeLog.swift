@@ -6,6 +6,8 @@ struct MemoryChangeLog {
     private var entries: [StoredChange] = []
     /// Entries before this index are pruned (compacted away in bulk).
     private var start = 0
+    /// Bytes of the live entries' messages, kept as they come and go.
+    private(set) var bytes = 0
 
     var count: Int { entries.count - start }
 
@@ -22,12 +24,16 @@ struct MemoryChangeLog {
         } else {
             entries.append(change)
         }
+        bytes += change.message.count
     }
 
     /// Undoes `insert`.
     mutating func remove(seq: Int64) {
         let index = firstIndex(notBelow: seq)
-        if index < entries.count && entries[index].seq == seq { entries.remove(at: index) }
+        if index < entries.count && entries[index].seq == seq {
+            bytes -= entries[index].message.count
+            entries.remove(at: index)
+        }
     }
 
     /// The index of the first live change with seq > `seq`.
@@ -88,10 +94,27 @@ struct MemoryChangeLog {
         return (last, scanned, false)
     }
 
+    /// The seq of the last of the oldest changes that together hold at
+    /// least `target` bytes (looking at `maxCount` at most; nil when the log
+    /// is empty), the bytes they hold, how many were looked at (as
+    /// `SQLiteWriter` finds it).
+    func oldestChanges(holding target: Int, maxCount: Int) -> (Int64?, Int, Int) {
+        var last: Int64?
+        var freed = 0
+        var index = start
+        while freed < target && index < entries.count && index - start < maxCount {
+            last = entries[index].seq
+            freed += entries[index].message.count
+            index += 1
+        }
+        return (last, freed, index - start)
+    }
+
     /// Prunes every change with seq <= `seq`; returns how many.
     mutating func removeThrough(_ seq: Int64) -> Int {
         let end = firstIndex(after: seq)
         let removed = end - start
+        for index in start..<end { bytes -= entries[index].message.count }
         start = end
         if start > 1_024 && start * 2 > entries.count {
             entries.removeFirst(start)

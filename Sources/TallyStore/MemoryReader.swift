@@ -72,7 +72,7 @@ final class MemoryReader: StoreReading {
     func state() throws(StoreError) -> StoreState {
         tables.withLock { t in
             StoreState(headSeq: t.head, floorSeq: t.floor, recordCount: t.records.count, listCount: t.lists.count,
-                       changeCount: t.changes.count)
+                       changeCount: t.changes.count, changeBytes: t.changes.bytes)
         }
     }
 }

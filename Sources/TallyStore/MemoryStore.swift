@@ -44,6 +44,14 @@ public final class MemoryStore: Store {
         committer.commitQueued()
     }
 
+    public func resumeAfterFailure() {
+        committer.resumeAfterFailure()
+    }
+
+    public var health: StoreHealth {
+        diagnostics.withLock { $0.health }
+    }
+
     public func close() {
         committer.close()
     }

@@ -22,25 +22,34 @@ final class MemoryWriter: CommitBackend {
 
     func apply(_ units: ArraySlice<StoreUnit>, waitForLocks: Bool) -> ApplyResult {
         if let hook = hooks.beforeCommit { hook(units.map(\.token)) }
+        if let error = hooks.failCommit?(units.map(\.token)) { return .failed(unitIndex: nil, error) }
         let result = tables.withLock { $0.apply(units, hooks: hooks) }
         if case .committed(let lastSeq) = result { headSeq = lastSeq }
         return result
     }
 
     var maintenanceDue: Bool {
-        policy.isDue(changeCount: tables.withLock { $0.changes.count })
+        let (count, bytes) = tables.withLock { ($0.changes.count, $0.changes.bytes) }
+        return policy.isDue(changeCount: count, changeBytes: bytes)
     }
 
     func maintain() -> Bool {
-        let changeCount = tables.withLock { $0.changes.count }
+        let (changeCount, changeBytes) = tables.withLock { ($0.changes.count, $0.changes.bytes) }
         let excess = policy.excess(changeCount: changeCount)
+        let byteExcess = policy.excess(changeBytes: changeBytes)
         let cutoffs = policy.ageCutoffs()
-        guard excess > 0 || cutoffs != nil else { return false }
+        guard excess > 0 || byteExcess > 0 || cutoffs != nil else { return false }
         var more = policy.excessNeedsMoreSteps(changeCount: changeCount)
         let limit = RetentionPolicy.stepLimit
-        let (prunedChanges, prunedIdempotency, ageLeft) = tables.withLock { t -> (Int, Int, Bool) in
+        let (prunedChanges, prunedIdempotency, ageLeft, bytesLeft) = tables.withLock { t -> (Int, Int, Bool, Bool) in
             var through = t.floor
             if excess > 0, let seq = t.changes.seq(atOffset: excess - 1) { through = max(through, seq) }
+            var bytesLeft = false
+            if byteExcess > 0 {
+                let (seq, freed, _) = t.changes.oldestChanges(holding: byteExcess, maxCount: limit)
+                if let seq { through = max(through, seq) }
+                bytesLeft = freed < byteExcess
+            }
             var ageLeft = false
             var prunedIdempotency = 0
             if let cutoffs {
@@ -56,8 +65,9 @@ final class MemoryWriter: CommitBackend {
                 prunedChanges = t.changes.removeThrough(through)
                 t.floor = through
             }
-            return (prunedChanges, prunedIdempotency, ageLeft)
+            return (prunedChanges, prunedIdempotency, ageLeft, bytesLeft)
         }
+        if bytesLeft { more = true }
         if ageLeft {
             more = true
             policy.checkAgeAgainSoon()

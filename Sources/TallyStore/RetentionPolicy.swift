@@ -8,6 +8,8 @@ struct RetentionPolicy {
     let retention: StoreRetention
     let clock: StoreClock
     private var nextAgeCheck = Int64.min
+    /// After a step failed, no step before this (clock milliseconds).
+    private var pausedUntil = Int64.min
 
     init(retention: StoreRetention, clock: StoreClock) {
         self.retention = retention
@@ -31,6 +33,17 @@ struct RetentionPolicy {
         changeCount - max(0, retention.maxChanges) > Self.stepLimit
     }
 
+    /// Pruning by bytes waits until the log is over by this much (1/64 of
+    /// the bound, at least a byte), for the same reason as `slack`.
+    var byteSlack: Int { max(1, max(0, retention.maxBytes) / 64) }
+
+    /// How many bytes of the oldest changes to delete now because of the
+    /// byte bound (0: none): everything over it, once over by the slack.
+    func excess(changeBytes: Int) -> Int {
+        let over = changeBytes - max(0, retention.maxBytes)
+        return over >= byteSlack ? over : 0
+    }
+
     /// The age limits in milliseconds since the epoch (rows with an older
     /// `time` go), when an age check is due: at most once per second of the
     /// clock.
@@ -41,11 +54,24 @@ struct RetentionPolicy {
         return (now &- Self.millis(retention.maxAge), now &- Self.millis(retention.idempotencyMaxAge))
     }
 
-    /// Whether a retention step has something to do now: the count is over
-    /// by a step's worth, or an age check is due (`ageCutoffs()` is not used
-    /// up by asking).
-    func isDue(changeCount: Int) -> Bool {
-        excess(changeCount: changeCount) > 0 || clock.now() >= nextAgeCheck
+    /// Whether a retention step has something to do now: the count or the
+    /// bytes are over by a step's worth, or an age check is due
+    /// (`ageCutoffs()` is not used up by asking) — and no failed step
+    /// asked for a pause.
+    func isDue(changeCount: Int, changeBytes: Int) -> Bool {
+        let now = clock.now()
+        guard now >= pausedUntil else { return false }
+        return excess(changeCount: changeCount) > 0 || excess(changeBytes: changeBytes) > 0 || now >= nextAgeCheck
+    }
+
+    /// Whether a failed step asked for a pause that has not ended.
+    var isPaused: Bool { clock.now() < pausedUntil }
+
+    /// A step failed (a full disk, an I/O error): the next waits a second.
+    /// Tried after every commit instead, a prune that cannot succeed would
+    /// add a failing transaction to each commit of a disk already in trouble.
+    mutating func stepFailed() {
+        pausedUntil = clock.now() &+ 1_000
     }
 
     /// A step found more old rows than it could delete: check again at once.

@@ -24,7 +24,15 @@ final class SQLiteCheckpointer: @unchecked Sendable {
         var requested = false
         var stopping = false
         var thread: pthread_t?
+        /// After a failed checkpoint (a full disk cannot take the pages the
+        /// database grows by), none is requested before this (monotonic
+        /// nanoseconds): the WAL keeps the commits meanwhile, and trying
+        /// again after every commit would only add failing I/O.
+        var retryAt: UInt64 = 0
     }
+
+    /// How long a failed checkpoint waits before the next is requested.
+    static let retryAfterFailureNanos: UInt64 = 1_000_000_000
 
     private let state = Guarded(State())
     /// Used only by the checkpointer thread once it runs (by `stop` when it never ran).
@@ -45,7 +53,7 @@ final class SQLiteCheckpointer: @unchecked Sendable {
     func walDidGrow(pages: Int32) {
         guard pages >= Self.walPagesThreshold else { return }
         let wake = state.withLock { s -> Bool in
-            guard !s.requested else { return false }
+            guard !s.requested, s.retryAt == 0 || monotonicNanos() >= s.retryAt else { return false }
             s.requested = true
             return true
         }
@@ -92,6 +100,7 @@ final class SQLiteCheckpointer: @unchecked Sendable {
         let rc = sqlite3_wal_checkpoint_v2(connection.db, "main", mode, &logFrames, &checkpointed)
         let error = rc == SQLITE_OK ? nil : StoreError(code: rc, message: String(cString: sqlite3_errmsg(connection.db)),
                                                         operation: "wal_checkpoint(\(mode == SQLITE_CHECKPOINT_PASSIVE ? "PASSIVE" : "TRUNCATE"))")
+        state.withLock { $0.retryAt = error == nil ? 0 : monotonicNanos() &+ Self.retryAfterFailureNanos }
         diagnostics.withLock { d in
             if let error {
                 d.checkpointFailures += 1

@@ -1,3 +1,4 @@
+@preconcurrency import Glibc
 import CSQLite
 
 /// One SQLite connection with one owner thread, and the statements prepared
@@ -34,12 +35,21 @@ final class SQLiteConnection {
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
         guard rc == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
+            let system = handle.map { sqlite3_system_errno($0) } ?? 0
             if let handle { sqlite3_close_v2(handle) }
-            throw StoreError(code: rc, message: message, operation: "open \(path)")
+            throw StoreError(code: rc, message: message, operation: "open \(path)", systemErrno: system)
         }
         db = handle
         self.path = path
         do throws(StoreError) {
+            // SQLite opens a file it may not write read-only, without an error
+            // (sqlite.org/c3ref/open.html): the first write would fail with a
+            // bare "attempt to write a readonly database". Say why now.
+            if role != .reader, sqlite3_db_readonly(db, "main") == 1 {
+                let reason = access(path, W_OK) == 0 ? EACCES : errno
+                throw StoreError(code: SQLITE_READONLY, message: "the file is not writable: \(String(cString: strerror(reason)))",
+                                 operation: "open \(path)", systemErrno: reason)
+            }
             try check(sqlite3_extended_result_codes(db, 1), "enable extended result codes")
             // Every connection waits for locks instead of failing at once (sqlite.org/c3ref/busy_timeout.html).
             try check(sqlite3_busy_timeout(db, Self.busyTimeoutMillis), "set busy timeout")
@@ -98,7 +108,7 @@ final class SQLiteConnection {
         guard rc == SQLITE_OK else {
             let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(db))
             sqlite3_free(message)
-            throw StoreError(code: rc, message: text, operation: sql)
+            throw StoreError(code: rc, message: text, operation: sql, systemErrno: sqlite3_system_errno(db))
         }
     }
 
@@ -136,7 +146,8 @@ final class SQLiteConnection {
 
     func check(_ rc: Int32, _ operation: String) throws(StoreError) {
         guard rc == SQLITE_OK else {
-            throw StoreError(code: rc, message: String(cString: sqlite3_errmsg(db)), operation: operation)
+            throw StoreError(code: rc, message: String(cString: sqlite3_errmsg(db)), operation: operation,
+                             systemErrno: sqlite3_system_errno(db))
         }
     }
 }

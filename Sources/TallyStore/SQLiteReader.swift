@@ -157,7 +157,7 @@ final class SQLiteReader: StoreReading {
             let lists = try count(countLists)
             try commit.run()
             return StoreState(headSeq: meta.head, floorSeq: meta.floor, recordCount: records, listCount: lists,
-                              changeCount: Int(clamping: meta.changeCount))
+                              changeCount: Int(clamping: meta.changeCount), changeBytes: Int(clamping: meta.changeBytes))
         } catch {
             if connection.inTransaction { try? commit.run() }
             throw error

@@ -63,6 +63,13 @@ enum SQLiteSchema {
         Migration(version: 2, summary: "change log without the per-entity index", sql: """
             DROP INDEX changes_by_entity;
             """),
+        // Retention by bytes needs the log's size at every commit: kept
+        // beside change_count and moved by every commit and prune. An older
+        // store is measured once, here (length() of a BLOB reads the record
+        // header, not the bytes: sqlite.org/lang_corefunc.html#length).
+        Migration(version: 3, summary: "the change log's bytes in meta", sql: """
+            INSERT INTO meta(key, value) SELECT 'change_bytes', coalesce(sum(length(message)), 0) FROM changes;
+            """),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -136,6 +136,7 @@ final class SQLiteStatement {
     }
 
     private func error(_ rc: Int32, _ what: String) -> StoreError {
-        StoreError(code: rc, message: String(cString: sqlite3_errmsg(db)), operation: "\(name) (\(what))")
+        StoreError(code: rc, message: String(cString: sqlite3_errmsg(db)), operation: "\(name) (\(what))",
+                   systemErrno: sqlite3_system_errno(db))
     }
 }

@@ -28,14 +28,25 @@ public final class SQLiteStore: Store {
 
     init(directory: String, durability: Durability, retention: StoreRetention, clock: StoreClock,
          hooks: StoreTestHooks) throws(StoreError) {
-        try Self.makeDirectory(directory)
+        try Self.createDirectory(directory)
+        // SQLite creates the -wal and -shm files beside the database: a
+        // directory it cannot write fails there with a bare "unable to open
+        // database file". Ask first, and keep the errno that says why.
+        guard access(directory, W_OK) == 0 else {
+            throw StoreError.fileSystem(errno, operation: "write to \(directory)", code: SQLITE_READONLY)
+        }
         path = directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName
         self.durability = durability
         let diagnostics = Guarded(StoreDiagnostics())
         self.diagnostics = diagnostics
         let connection = try SQLiteConnection(path: path, role: .writer, durability: durability)
         try SQLiteSchema.migrate(connection)
-        try connection.presizeWAL()
+        do {
+            try connection.presizeWAL()
+        } catch where error.isFull {
+            // Sizing the WAL only saves work later: a disk without room for
+            // it still serves reads, and its writes are answered one by one.
+        }
         let checkpointer = SQLiteCheckpointer(
             connection: try SQLiteConnection(path: path, role: .checkpointer, durability: durability),
             diagnostics: diagnostics)
@@ -64,6 +75,14 @@ public final class SQLiteStore: Store {
         committer.commitQueued()
     }
 
+    public func resumeAfterFailure() {
+        committer.resumeAfterFailure()
+    }
+
+    public var health: StoreHealth {
+        diagnostics.withLock { $0.health }
+    }
+
     public func close() {
         committer.close()
     }
@@ -76,13 +95,13 @@ public final class SQLiteStore: Store {
     }
 
     /// `mkdir -p` with mode 0700: the database holds every client's data.
-    private static func makeDirectory(_ directory: String) throws(StoreError) {
+    /// Public so the hub can create its data directory before it locks it.
+    public static func createDirectory(_ directory: String) throws(StoreError) {
         var partial = directory.hasPrefix("/") ? "/" : ""
         for component in directory.split(separator: "/") {
             partial += component
             if mkdir(partial, 0o700) != 0 && errno != EEXIST {
-                throw StoreError(code: SQLITE_CANTOPEN, message: String(cString: strerror(errno)),
-                                 operation: "create directory \(partial)")
+                throw StoreError.fileSystem(errno, operation: "create directory \(partial)")
             }
             partial += "/"
         }

@@ -1,3 +1,4 @@
+@preconcurrency import Glibc
 import CSQLite
 
 /// Gives the WAL file its working size before the first commit, so that no
@@ -73,8 +74,10 @@ extension SQLiteConnection {
             let count = Int32(min(Int64(zeros.count), target - offset))
             let rc = zeros.withUnsafeBytes { write(file, $0.baseAddress, count, offset) }
             guard rc == SQLITE_OK else {
-                throw StoreError(code: rc, message: "cannot write \(target - size) bytes to the WAL (is the disk full?)",
-                                 operation: "presize the WAL")
+                let system = sqlite3_system_errno(db)
+                let reason = system == 0 ? String(cString: sqlite3_errstr(rc)) : String(cString: strerror(system))
+                throw StoreError(code: rc, message: "cannot write \(target - size) bytes to the WAL: \(reason)",
+                                 operation: "presize the WAL", systemErrno: system)
             }
             offset += Int64(count)
         }

@@ -14,21 +14,23 @@ final class SQLiteWriter: CommitBackend {
         var head: Int64
         var floor: Int64
         var changeCount: Int64
+        /// Bytes of the change log's messages.
+        var changeBytes: Int64
     }
 
     /// BEGIN IMMEDIATE waits `busyTimeoutMillis` per attempt; after this many
     /// attempts the batch is reported as failed.
     static let maxBusyAttempts = 10
 
-    private let connection: SQLiteConnection
+    let connection: SQLiteConnection
     private let checkpointer: SQLiteCheckpointer
-    private let diagnostics: Guarded<StoreDiagnostics>
+    let diagnostics: Guarded<StoreDiagnostics>
     private let hooks: StoreTestHooks
-    private var policy: RetentionPolicy
-    private(set) var meta: Meta
+    var policy: RetentionPolicy
+    var meta: Meta
 
-    private let begin: SQLiteStatement
-    private let commit: SQLiteStatement
+    let begin: SQLiteStatement
+    let commit: SQLiteStatement
     private let rollback: SQLiteStatement
     private let upsertRecord: SQLiteStatement
     private let deleteRecord: SQLiteStatement
@@ -37,11 +39,14 @@ final class SQLiteWriter: CommitBackend {
     private let insertChange: SQLiteStatement
     private let upsertIdempotency: SQLiteStatement
     private let writeMeta: SQLiteStatement
-    private let changeSeqAtOffset: SQLiteStatement
-    private let oldestChanges: SQLiteStatement
-    private let deleteChangesThrough: SQLiteStatement
-    private let countAllChanges: SQLiteStatement
-    private let deleteOldIdempotency: SQLiteStatement
+    let changeSeqAtOffset: SQLiteStatement
+    let oldestChanges: SQLiteStatement
+    let deleteChangesThrough: SQLiteStatement
+    let countAllChanges: SQLiteStatement
+    let oldestChangeSizes: SQLiteStatement
+    let bytesThrough: SQLiteStatement
+    let sumAllBytes: SQLiteStatement
+    let deleteOldIdempotency: SQLiteStatement
 
     init(connection: SQLiteConnection, checkpointer: SQLiteCheckpointer, diagnostics: Guarded<StoreDiagnostics>,
          retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) throws(StoreError) {
@@ -88,6 +93,13 @@ final class SQLiteWriter: CommitBackend {
                                       name: "find prune limit by age")
         deleteChangesThrough = try c.prepare("DELETE FROM changes WHERE seq <= ?1", name: "prune changes")
         countAllChanges = try c.prepare("SELECT count(*) FROM changes", name: "count changes")
+        // length() of a BLOB comes from the record header: the bytes are not read.
+        oldestChangeSizes = try c.prepare("SELECT seq, length(message) FROM changes ORDER BY seq LIMIT ?1",
+                                          name: "find prune limit by bytes")
+        bytesThrough = try c.prepare("SELECT coalesce(sum(length(message)), 0) FROM changes WHERE seq <= ?1",
+                                     name: "measure pruned changes")
+        sumAllBytes = try c.prepare("SELECT coalesce(sum(length(message)), 0) FROM changes",
+                                    name: "measure the change log")
         deleteOldIdempotency = try c.prepare("""
             DELETE FROM idempotency WHERE key IN
                 (SELECT key FROM idempotency WHERE time < ?1 ORDER BY time LIMIT ?2)
@@ -101,12 +113,13 @@ final class SQLiteWriter: CommitBackend {
     /// Reads the meta rows with `statement` (`SELECT key, value FROM meta`).
     static func readMeta(_ statement: SQLiteStatement) throws(StoreError) -> Meta {
         defer { statement.reset() }
-        var meta = Meta(head: 0, floor: 0, changeCount: 0)
+        var meta = Meta(head: 0, floor: 0, changeCount: 0, changeBytes: 0)
         while try statement.step() {
             switch statement.text(0) {
             case "head_seq": meta.head = statement.int64(1)
             case "floor_seq": meta.floor = statement.int64(1)
             case "change_count": meta.changeCount = statement.int64(1)
+            case "change_bytes": meta.changeBytes = statement.int64(1)
             default: break
             }
         }
@@ -188,6 +201,7 @@ final class SQLiteWriter: CommitBackend {
         do throws(StoreError) {
             if next != meta { try write(next) }
             if let hook = hooks.beforeCommit { hook(units.map(\.token)) }
+            if let error = hooks.failCommit?(units.map(\.token)) { throw error }
             try commit.run()
         } catch {
             rollBack()
@@ -234,6 +248,7 @@ final class SQLiteWriter: CommitBackend {
             try insertChange.run()
             next.head = max(next.head, change.seq)
             next.changeCount += 1
+            next.changeBytes += Int64(change.message.count)
         }
         if let idempotency = unit.idempotency {
             try upsertIdempotency.bind(1, text: idempotency.key)
@@ -245,7 +260,7 @@ final class SQLiteWriter: CommitBackend {
     }
 
     /// Writes the meta values that differ from the committed ones.
-    private func write(_ next: Meta) throws(StoreError) {
+    func write(_ next: Meta) throws(StoreError) {
         func put(_ key: String, _ value: Int64) throws(StoreError) {
             try writeMeta.bind(1, text: key)
             try writeMeta.bind(2, value)
@@ -254,114 +269,20 @@ final class SQLiteWriter: CommitBackend {
         if next.head != meta.head { try put("head_seq", next.head) }
         if next.floor != meta.floor { try put("floor_seq", next.floor) }
         if next.changeCount != meta.changeCount { try put("change_count", next.changeCount) }
+        if next.changeBytes != meta.changeBytes { try put("change_bytes", next.changeBytes) }
     }
 
     /// Ends a failed transaction. After some errors SQLite has rolled back
     /// already ("If certain kinds of errors occur within a transaction, the
     /// transaction may or may not be rolled back automatically",
     /// sqlite.org/lang_transaction.html), hence the check.
-    private func rollBack() {
+    func rollBack() {
         guard connection.inTransaction else { return }
         do throws(StoreError) {
             try rollback.run()
         } catch {
             // Nothing better to do: the next BEGIN will fail and report it.
         }
-    }
-
-    // MARK: Retention
-
-    var maintenanceDue: Bool {
-        policy.isDue(changeCount: Int(clamping: meta.changeCount))
-    }
-
-    func maintain() -> Bool {
-        let countExcess = policy.excess(changeCount: Int(clamping: meta.changeCount))
-        let cutoffs = policy.ageCutoffs()
-        guard countExcess > 0 || cutoffs != nil else { return false }
-        var more = policy.excessNeedsMoreSteps(changeCount: Int(clamping: meta.changeCount))
-        var next = meta
-        var prunedIdempotency = 0
-        var prunedChanges = 0
-        do throws(StoreError) {
-            try begin.run()
-            var through = meta.floor
-            if countExcess > 0 {
-                if let seq = try changeSeq(atOffset: countExcess - 1) {
-                    through = max(through, seq)
-                } else {
-                    // Fewer rows than change_count says: repair the count (O(n), once) instead of
-                    // coming back after every commit.
-                    next.changeCount = try countChanges()
-                    try write(next)
-                }
-            }
-            if let cutoffs {
-                // Oldest seq first, up to the first change young enough to stay: the log is
-                // pruned from its start only, so "every change after floor_seq" stays true.
-                let (oldThrough, scanned, reachedYoung) = try lastOldChange(before: cutoffs.changes)
-                if let oldThrough { through = max(through, oldThrough) }
-                try deleteOldIdempotency.bind(1, cutoffs.idempotency)
-                try deleteOldIdempotency.bind(2, Int64(RetentionPolicy.stepLimit))
-                try deleteOldIdempotency.run()
-                prunedIdempotency = Int(sqlite3_changes64(connection.db))
-                if (!reachedYoung && scanned == RetentionPolicy.stepLimit)
-                    || prunedIdempotency == RetentionPolicy.stepLimit {
-                    more = true
-                    policy.checkAgeAgainSoon()
-                }
-            }
-            if through > meta.floor {
-                try deleteChangesThrough.bind(1, through)
-                try deleteChangesThrough.run()
-                prunedChanges = Int(sqlite3_changes64(connection.db))
-                next.changeCount -= Int64(prunedChanges)
-                next.floor = through
-                try write(next)
-            }
-            try commit.run()
-        } catch {
-            rollBack()
-            diagnostics.withLock { d in
-                d.pruneFailures += 1
-                d.lastPruneError = error
-            }
-            return false
-        }
-        meta = next
-        diagnostics.withLock { d in
-            d.pruneSteps += 1
-            d.prunedChanges += prunedChanges
-            d.prunedIdempotency += prunedIdempotency
-        }
-        return more
-    }
-
-    private func changeSeq(atOffset offset: Int) throws(StoreError) -> Int64? {
-        try changeSeqAtOffset.bind(1, Int64(offset))
-        defer { changeSeqAtOffset.reset() }
-        return try changeSeqAtOffset.step() ? changeSeqAtOffset.int64(0) : nil
-    }
-
-    private func countChanges() throws(StoreError) -> Int64 {
-        defer { countAllChanges.reset() }
-        return try countAllChanges.step() ? countAllChanges.int64(0) : 0
-    }
-
-    /// The seq of the last change in the run of oldest changes older than
-    /// `cutoff`, looking at `stepLimit` changes at most; how many were old;
-    /// whether a young one ended the run.
-    private func lastOldChange(before cutoff: Int64) throws(StoreError) -> (Int64?, Int, Bool) {
-        try oldestChanges.bind(1, Int64(RetentionPolicy.stepLimit))
-        defer { oldestChanges.reset() }
-        var last: Int64?
-        var scanned = 0
-        while try oldestChanges.step() {
-            guard oldestChanges.int64(1) < cutoff else { return (last, scanned, true) }
-            last = oldestChanges.int64(0)
-            scanned += 1
-        }
-        return (last, scanned, false)
     }
 }
 

@@ -37,11 +37,13 @@
 // here), so while one commit syncs the next batch accumulates by itself:
 // batches grow with the load and no timer or batch size needs tuning. Per
 // unit the writer only binds and steps statements prepared once.
-// A unit that fails (a constraint, a test hook) rolls the transaction back;
-// the units before it are committed again alone, it is reported alone, and
-// the rest continue: a unit is never split, and one bad unit does not fail
-// its neighbours. SQLITE_BUSY (another process holding the write lock past
-// the busy timeout) retries the whole batch.
+// A unit that fails (a full disk, an I/O error, a constraint) rolls the
+// transaction back; the units before it are committed again alone and it
+// is reported. Every unit queued behind it is reported `discarded`, not
+// tried, until the submitter calls `resumeAfterFailure`: those units were
+// built on the failed one's state. A unit is never split. SQLITE_BUSY
+// (another process holding the write lock past the busy timeout) retries
+// the whole batch.
 //
 // # WAL and checkpoints
 //
@@ -73,15 +75,18 @@
 // After commits, the writer prunes in its own small transactions (at most
 // 10,000 rows each, only when there is something to prune, age checked at
 // most once per second of the injected clock): change-log rows beyond
-// `maxChanges` or older than `maxAge`, always from the oldest seq, advancing
-// `floor_seq` in the same transaction; idempotency rows older than
-// `idempotencyMaxAge`. Every change with seq > floorSeq is retained.
+// `maxChanges`, beyond `maxBytes` of pushes, or older than `maxAge`, always
+// from the oldest seq, advancing `floor_seq` in the same transaction;
+// idempotency rows older than `idempotencyMaxAge`. Every change with seq >
+// floorSeq is retained. A step that fails (a full disk) is counted and
+// tried again a second later, not after every commit.
 //
 // # Startup
 //
 // Opening is O(1) in the data: migrations are versioned by
-// `PRAGMA user_version`, and head_seq, floor_seq and change_count live in the
-// `meta` table, written in every commit transaction, read once at open.
+// `PRAGMA user_version`, and head_seq, floor_seq, change_count and
+// change_bytes live in the `meta` table, written in every commit
+// transaction, read once at open.
 
 /// The write side of a store: units go in, outcomes come back on the writer
 /// thread.
@@ -102,6 +107,14 @@ public protocol Store: AnyObject, Sendable {
     /// `onCommit` runs on this thread before it returns), else leaves it to
     /// the writer. May block for the commit's I/O.
     func commitQueued()
+    /// After a failed unit, every unit submitted before this call is
+    /// reported `discarded` without being tried; units submitted after it
+    /// are tried again. The submitter calls it once it has dropped what it
+    /// built on the failed unit. Thread-safe; does nothing when nothing failed.
+    func resumeAfterFailure()
+    /// Failures of the background work (checkpoints, retention steps) so
+    /// far; thread-safe.
+    var health: StoreHealth { get }
     /// Commits what is queued, stops the writer and checkpointer threads,
     /// closes connections. Idempotent. From inside `onCommit` it only asks the
     /// writer to stop after the current batch.

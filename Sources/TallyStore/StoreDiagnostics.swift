@@ -11,3 +11,22 @@ struct StoreDiagnostics: Sendable, Equatable {
     var pruneFailures = 0
     var lastPruneError: StoreError?
 }
+
+/// What the store's background work failed to do, for `/metrics`: a
+/// checkpoint or a retention step that fails (a full disk) is retried on
+/// its own, so nobody else would hear of it.
+public struct StoreHealth: Sendable, Equatable {
+    public var checkpointFailures: Int
+    public var pruneFailures: Int
+
+    public init(checkpointFailures: Int = 0, pruneFailures: Int = 0) {
+        self.checkpointFailures = checkpointFailures
+        self.pruneFailures = pruneFailures
+    }
+}
+
+extension StoreDiagnostics {
+    var health: StoreHealth {
+        StoreHealth(checkpointFailures: checkpointFailures, pruneFailures: pruneFailures)
+    }
+}

@@ -12,12 +12,16 @@ public struct StoreState: Sendable, Equatable {
     public var listCount: Int
     /// Rows in the change log (kept in meta data, O(1)).
     public var changeCount: Int
+    /// Bytes of the pushes in the change log (kept in meta data, O(1)).
+    public var changeBytes: Int
 
-    public init(headSeq: Int64, floorSeq: Int64, recordCount: Int, listCount: Int, changeCount: Int) {
+    public init(headSeq: Int64, floorSeq: Int64, recordCount: Int, listCount: Int, changeCount: Int,
+                changeBytes: Int = 0) {
         self.headSeq = headSeq
         self.floorSeq = floorSeq
         self.recordCount = recordCount
         self.listCount = listCount
         self.changeCount = changeCount
+        self.changeBytes = changeBytes
     }
 }

@@ -17,8 +17,9 @@ enum ServeCommand {
     Options:
       --host H                 address to bind (default 127.0.0.1)
       --port P                 port (default 8080; 0 picks a free one)
-      --data DIR               where the SQLite store lives (default ./tally-data);
-                               :memory: keeps nothing on disk
+      --data DIR               where the SQLite store and photos live (default
+                               ./tally-data); one hub per directory (it is
+                               locked); :memory: keeps nothing on disk
       --config FILE            JSON settings file (see README): users and tokens,
                                roles, workflows, limits; flags win over it
       --open                   serve without authentication on an address that
@@ -30,8 +31,12 @@ enum ServeCommand {
       --durability MODE        full (default), normal or off: SQLite synchronous
                                setting; only full survives a power loss
       --retain-changes N       changes kept in the log for resume (default 1000000)
+      --retain-bytes SIZE      bytes of pushes kept in the log for resume, e.g.
+                               256M (default 1G); the oldest go first
       --retain-age SECONDS     oldest change kept for resume (default 604800, 7 days)
       --max-record-size SIZE   largest record data, e.g. 256K (default 1M)
+      --blob-quota SIZE        most bytes all photos together may take, e.g. 50G
+                               (default 10G); an upload past it is refused (507)
       --threads N              event-loop threads (default: number of cores)
       --tls-cert FILE          PEM certificate chain: serve https:// and wss://
       --tls-key FILE           PEM private key for --tls-cert
@@ -61,8 +66,8 @@ enum ServeCommand {
 
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let arguments = try Arguments(args, command: "serve",
-            valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-age",
-                     "max-record-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
+            valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-bytes", "retain-age",
+                     "max-record-size", "blob-quota", "tls-cert", "tls-key", "max-message-size", "max-outbound",
                      "ping-interval", "idle-timeout", "log-level", "demo-interval", "web",
                      "allow-origin", "allow-host", "max-subscriptions", "max-unauthenticated"],
             flags: ["echo", "no-echo", "no-compression", "open", "demo", "help"])
@@ -79,6 +84,7 @@ enum ServeCommand {
                 if let data = file.data { configuration.dataDirectory = data }
                 if let durability = file.durability { configuration.durability = durability }
                 if let count = file.retainChanges { configuration.retention.maxChanges = count }
+                if let bytes = file.retainBytes { configuration.retention.maxBytes = bytes }
                 if let age = file.retainAgeSeconds { configuration.retention.maxAge = age }
                 if let size = file.maxRecordSize { configuration.core.limits.maxRecordBytes = size }
                 if let size = file.maxMessageSize { server.webSocket.maxMessageSize = size }
@@ -88,6 +94,7 @@ enum ServeCommand {
                 if let hosts = file.allowHosts { configuration.allowedHosts = hosts }
                 if let count = file.maxSubscriptions { configuration.core.maxSubscriptionsPerConnection = count }
                 if let count = file.maxUnauthenticated { configuration.core.maxUnauthenticatedConnections = count }
+                if let size = file.blobQuota { configuration.blobQuotaBytes = size }
                 configuration.core.planner = WorkflowPlanner(workflows: file.workflowSet, policy: file.policy)
                 if let users = file.users, !users.isEmpty {
                     configuration.core.authenticator = Authenticator(users: users)
@@ -111,6 +118,7 @@ enum ServeCommand {
             configuration.durability = durability
         }
         if let count = try arguments.int("retain-changes", in: 1...Int(Int32.max)) { configuration.retention.maxChanges = count }
+        if let bytes = try arguments.bytes("retain-bytes") { configuration.retention.maxBytes = bytes }
         if let text = arguments.string("retain-age") {
             guard let seconds = Double(text), seconds > 0, seconds <= 3650 * 86_400 else {
                 throw UsageError(message: "--retain-age must be a number of seconds greater than 0, not '\(text)'")
@@ -118,6 +126,7 @@ enum ServeCommand {
             configuration.retention.maxAge = seconds
         }
         if let size = try arguments.bytes("max-record-size") { configuration.core.limits.maxRecordBytes = size }
+        if let size = try arguments.bytes("blob-quota") { configuration.blobQuotaBytes = size }
         if let size = try arguments.bytes("max-message-size") { server.webSocket.maxMessageSize = size }
         if let size = try arguments.bytes("max-outbound") { server.webSocket.maxOutboundBytes = size }
         if let ms = try arguments.millis("ping-interval") { server.webSocket.pingIntervalMillis = ms }
@@ -200,7 +209,7 @@ enum ServeCommand {
         do {
             hub = try Hub(configuration: configuration)
         } catch {
-            printError("cannot start the hub: \(error)")
+            printError(error.isAboutTheDataDirectory ? "\(error)" : "cannot start the hub: \(error)")
             return 1
         }
         let scheme = server.tls == nil ? "http" : "https"

@@ -126,7 +126,8 @@ final class BlobDataDirectory {
                 .signatureMismatch(declared: "image/png", found: "image/gif", empty: false),
                 .signatureMismatch(declared: "image/png", found: nil, empty: false),
                 .signatureMismatch(declared: "image/png", found: nil, empty: true),
-                .tooLarge(size: 2, limit: 1), .checksumMismatch(expected: "a", actual: "b"),
+                .tooLarge(size: 2, limit: 1), .quotaExceeded(size: 2, used: 9, quota: 10),
+                .checksumMismatch(expected: "a", actual: "b"),
                 .storageFailed(operation: "fsync the blob", path: "/secret/path", errno: ENOSPC),
             ]
             for error in errors {
@@ -382,9 +383,10 @@ final class BlobTestServer {
         }
     }
 
-    init(maxBlobSize: Int = BlobStore.defaultMaxBlobSize, token: String? = nil) throws {
+    init(maxBlobSize: Int = BlobStore.defaultMaxBlobSize, quota: Int = BlobStore.defaultQuota,
+         token: String? = nil) throws {
         data = try BlobDataDirectory()
-        let blobs = try BlobStore(directory: data.path, maxBlobSize: maxBlobSize)
+        let blobs = try BlobStore(directory: data.path, maxBlobSize: maxBlobSize, quota: quota)
         var router = HTTPRouter<HubRoutes.Route>()
         let authorized = authorized
         BlobRoutes.add(to: &router, blobs: blobs) { request, operation, name in

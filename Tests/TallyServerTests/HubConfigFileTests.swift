@@ -25,7 +25,8 @@ struct HubConfigFileTests {
     @Test func readsEverySetting() throws {
         let file = try Self.parse("""
             {"host":"0.0.0.0","port":9000,"threads":3,"data":"/srv/tally","durability":"normal",
-             "retention":{"changes":500,"ageSeconds":60.5},"maxRecordSize":2048,"maxMessageSize":4096}
+             "retention":{"changes":500,"bytes":268435456,"ageSeconds":60.5},"maxRecordSize":2048,"maxMessageSize":4096,
+             "blobQuota":1073741824}
             """)
         #expect(file.host == "0.0.0.0")
         #expect(file.port == 9000)
@@ -33,9 +34,11 @@ struct HubConfigFileTests {
         #expect(file.data == "/srv/tally")
         #expect(file.durability == .normal)
         #expect(file.retainChanges == 500)
+        #expect(file.retainBytes == 256 << 20)
         #expect(file.retainAgeSeconds == 60.5)
         #expect(file.maxRecordSize == 2048)
         #expect(file.maxMessageSize == 4096)
+        #expect(file.blobQuota == 1 << 30)
         let empty = try Self.parse("{}")
         #expect(empty.port == nil && empty.data == nil)
     }
@@ -48,8 +51,10 @@ struct HubConfigFileTests {
         (#"{"durability":"fast"}"#, "$.durability: must be \"full\", \"normal\" or \"off\""),
         (#"{"retention":{"changes":"x"}}"#, "$.retention.changes: must be an integer"),
         (#"{"retention":{"days":1}}"#, "$.retention.days: unknown setting"),
+        (#"{"retention":{"bytes":0}}"#, "$.retention.bytes: must be an integer from 1 to 1099511627776"),
         (#"{"retention":{"ageSeconds":0}}"#, "$.retention.ageSeconds: must be a number of seconds"),
         (#"{"data":""}"#, "$.data: must be a non-empty string"),
+        (#"{"blobQuota":-1}"#, "$.blobQuota: must be an integer from 1 to 1099511627776"),
     ])
     func mistakesNameTheirPath(text: String, expected: String) {
         let message = Self.refusal(text)

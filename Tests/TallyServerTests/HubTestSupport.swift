@@ -23,11 +23,18 @@ final class HubFixture {
     let clients: EventLoopGroup
     var port: Int { hub.port }
 
-    init(dataDirectory: String = ":memory:", _ adjust: (inout HubConfiguration) -> Void = { _ in }) throws {
+    /// - Parameter store: opened already for `dataDirectory` (a store with
+    ///   faults in it); nil lets the hub open its own.
+    init(dataDirectory: String = ":memory:", store: (any Store)? = nil,
+         _ adjust: (inout HubConfiguration) -> Void = { _ in }) throws {
         var configuration = HubConfiguration.forTests(dataDirectory: dataDirectory, threads: 2,
                                                       shutdownGraceMillis: 1_000)
         adjust(&configuration)
-        hub = try Hub(configuration: configuration)
+        if let store {
+            hub = try Hub(configuration: configuration, store: store)
+        } else {
+            hub = try Hub(configuration: configuration)
+        }
         do {
             clients = try EventLoopGroup(threads: 1)
         } catch {

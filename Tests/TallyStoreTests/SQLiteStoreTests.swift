@@ -111,6 +111,44 @@ import Testing
         #expect(h.diagnostics.pruneFailures == 0)
     }
 
+    /// A store from before retention by bytes is measured once when it is
+    /// opened (migration 3); from then on change_bytes moves with every
+    /// commit and prune and survives a reopen.
+    @Test func changeBytesAreMigratedKeptAndRepaired() throws {
+        let directory = try TemporaryDirectory(prefix: "tally-store")
+        let changes = (Int64(1)...5).map { change($0, .record, "r\($0)") }
+        let total = changes.reduce(0) { $0 + $1.message.count }
+        do {
+            let h = try StoreHarness(.sqlite, directory: directory)
+            try h.commit(changes: changes)
+            #expect(try h.reader.state().changeBytes == total)
+            h.store.close()
+        }
+        // As version 2 left it: no change_bytes row.
+        let path = directory.path + "/" + SQLiteStore.fileName
+        let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        try raw.execute("DELETE FROM meta WHERE key = 'change_bytes'; PRAGMA user_version = 2")
+        raw.close()
+        do {
+            let h = try StoreHarness(.sqlite, directory: directory)
+            #expect(try h.reader.state().changeBytes == total, "measured by the migration")
+            try h.commit(changes: [change(6, .record, "r6")])
+            #expect(try h.reader.state().changeBytes == total + change(6, .record, "r6").message.count)
+            h.store.close()
+        }
+        // A wrong figure is repaired by the first prune that notices, and nothing is pruned for it.
+        let wrong = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        try wrong.execute("UPDATE meta SET value = 1000000 WHERE key = 'change_bytes'")
+        wrong.close()
+        let h = try StoreHarness(.sqlite, directory: directory, retention: StoreRetention(maxBytes: 10_000))
+        try h.sync()
+        let state = try h.reader.state()
+        #expect(state.changeBytes == total + change(6, .record, "r6").message.count)
+        #expect(state.changeCount == 6)
+        #expect(state.floorSeq == 0)
+        #expect(h.diagnostics.pruneFailures == 0)
+    }
+
     /// Past 1000 WAL pages the writer signals the checkpointer; close
     /// truncates the WAL.
     @Test func checkpointsRunOffTheCommitPath() throws {

@@ -5,39 +5,45 @@ import Testing
 
 /// Group commit, atomicity and isolation, one body for both backends.
 @Suite struct StoreCommitTests {
-    /// A unit that fails half-way leaves nothing, and takes none of its
-    /// neighbours in the same batch with it; outcomes stay in order.
+    /// A unit that fails half-way leaves nothing and takes none of the units
+    /// before it in the same batch with it; the units behind it are
+    /// discarded untried (they were built on its state), and outcomes stay
+    /// in order.
     @Test(arguments: Backend.allCases)
-    func failingUnitIsAtomicAndAlone(backend: Backend) throws {
+    func failingUnitIsAtomicAndWhatFollowsIsDiscarded(backend: Backend) throws {
         let poisoned: UInt64 = 2
         let hooks = StoreTestHooks(afterMutation: { token, index in
             token == poisoned && index == 1
                 ? StoreError(code: 1, message: "test failure", operation: "test hook") : nil
         })
         let h = try StoreHarness(backend, hooks: hooks, start: false)
-        // Queued before the writer starts: all three are one batch.
+        // Queued before the writer starts: all four are one batch.
         let units = [
             h.unit([.putRecord(record("before"))], changes: [change(1, .record, "before")]),
             h.unit([.putRecord(record("bad/1")), .putRecord(record("bad/2")), .putRecord(record("bad/3"))],
                    changes: [change(2, .record, "bad/1")],
                    idempotency: StoredIdempotency(key: "bad", seq: 2, time: testNow, response: [1])),
             h.unit([.putRecord(record("after"))], changes: [change(3, .record, "after")]),
+            h.unit([.putRecord(record("later"))], changes: [change(4, .record, "later")]),
         ]
         for unit in units { h.store.submit(unit) }
         h.startWriter()
         _ = try h.recorder.wait(for: units.map(\.token))
 
         let outcomes = h.recorder.all
-        #expect(outcomes.map(\.tokens) == [[1], [2], [3]])
-        #expect(outcomes.map { $0.error == nil } == [true, false, true])
+        #expect(outcomes.map(\.tokens) == [[1], [2], [3, 4]])
+        #expect(outcomes.map { $0.error == nil } == [true, false, false])
+        #expect(outcomes.map(\.discarded) == [false, false, true])
         #expect(outcomes[1].error?.message == "test failure")
+        #expect(outcomes[2].error == outcomes[1].error, "discarded with the failure that caused it")
+        #expect(outcomes.map(\.lastSeq) == [1, 1, 1])
         #expect(try h.reader.records(prefix: "bad/", after: nil, limit: 10).isEmpty)
         #expect(try h.reader.idempotency("bad") == nil)
         #expect(try h.reader.record("before") != nil)
-        #expect(try h.reader.record("after") != nil)
-        #expect(try h.reader.changes(after: 0, limit: 10).map(\.seq) == [1, 3])
-        #expect(try h.reader.state().headSeq == 3)
-        #expect(try h.reader.state().changeCount == 2)
+        #expect(try h.reader.record("after") == nil)
+        #expect(try h.reader.changes(after: 0, limit: 10).map(\.seq) == [1])
+        #expect(try h.reader.state().headSeq == 1)
+        #expect(try h.reader.state().changeCount == 1)
     }
 
     /// A change seq used twice is a constraint violation in both backends,
@@ -54,7 +60,8 @@ import Testing
         #expect(try h.reader.record("y") == nil)
         #expect(try h.reader.changes(after: 0, limit: 10).map(\.seq) == [5])
         #expect(try h.reader.state().headSeq == 5)
-        // The store goes on.
+        // The store goes on once the submitter has dropped what it built on the failed unit.
+        h.store.resumeAfterFailure()
         #expect(try h.commit(changes: [change(6, .record, "y")]).lastSeq == 6)
     }
 

@@ -65,4 +65,51 @@ import Testing
         #expect(try h.reader.idempotency("new") == nil)
         #expect(h.diagnostics.pruneFailures == 0)
     }
+
+    /// The log is bounded by bytes too: 48 rewrites of a 1 MiB record keep
+    /// 4 MiB of pushes under a 4 MiB bound, not 48 MiB; the oldest go first
+    /// and the floor follows.
+    @Test(arguments: Backend.allCases)
+    func pruneByBytes(backend: Backend) throws {
+        let mebibyte = 1 << 20
+        let h = try StoreHarness(backend, durability: .off, retention: StoreRetention(maxBytes: 4 * mebibyte))
+        let push = [UInt8](repeating: 0x61, count: mebibyte)
+        for seq in Int64(1)...48 {
+            h.store.submit(h.unit([.putRecord(record("big", version: seq, seq: seq))],
+                                  changes: [StoredChange(seq: seq, time: testNow, kind: .record, name: "big", message: push)]))
+        }
+        try h.sync()
+        let state = try h.reader.state()
+        #expect(state.changeBytes == 4 * mebibyte)
+        #expect(state.changeCount == 4)
+        #expect(state.floorSeq == 44)
+        #expect(state.headSeq == 48)
+        #expect(try h.reader.changes(after: 0, limit: 100).map(\.seq) == [45, 46, 47, 48])
+        #expect(h.diagnostics.pruneFailures == 0)
+    }
+
+    /// Small changes under a byte bound wait for the slack (1/64 of the
+    /// bound), then everything over the bound goes in one step.
+    @Test func byteSlackBatchesDeletes() {
+        let policy = RetentionPolicy(retention: StoreRetention(maxBytes: 64_000), clock: .system)
+        #expect(policy.byteSlack == 1_000)
+        #expect(policy.excess(changeBytes: 64_999) == 0)
+        #expect(policy.excess(changeBytes: 65_000) == 1_000)
+        #expect(policy.excess(changeBytes: 70_000) == 6_000)
+        #expect(RetentionPolicy(retention: StoreRetention(maxBytes: 0), clock: .system).excess(changeBytes: 1) == 1)
+    }
+
+    /// A failed prune step (a full disk) pauses retention for a second of
+    /// the clock instead of adding a failing transaction to every commit.
+    @Test func aFailedStepPausesRetention() {
+        let clock = ManualClock(1_700_000_000_000)
+        var policy = RetentionPolicy(retention: StoreRetention(maxChanges: 1), clock: clock.storeClock)
+        #expect(policy.isDue(changeCount: 10, changeBytes: 0))
+        policy.stepFailed()
+        #expect(policy.isPaused)
+        #expect(!policy.isDue(changeCount: 10, changeBytes: 0))
+        clock.advance(seconds: 1)
+        #expect(!policy.isPaused)
+        #expect(policy.isDue(changeCount: 10, changeBytes: 0))
+    }
 }

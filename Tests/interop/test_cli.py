@@ -863,6 +863,8 @@ def test_help(command):
     (["--retain-changes", "0"], "--retain-changes must be a whole number"),
     (["--retain-age", "-1"], "--retain-age must be a number of seconds"),
     (["--max-record-size", "lots"], "--max-record-size must be a size"),
+    (["--retain-bytes", "0"], "--retain-bytes must be a size"),
+    (["--blob-quota", "10T"], "--blob-quota must be a size"),
     (["--data", ""], "--data needs a directory"),
 ])
 def test_serve_refuses_bad_storage_flags(tmp_path, args, says):

@@ -201,7 +201,7 @@ def test_the_schema_is_a_2020_12_schema(schema):
     Draft202012Validator.check_schema(schema)
     assert schema["additionalProperties"] is False
     assert set(schema["properties"]) == {"host", "port", "threads", "data", "durability", "retention",
-                                         "maxRecordSize", "maxMessageSize", "maxBlobSize", "echo",
+                                         "maxRecordSize", "maxMessageSize", "maxBlobSize", "blobQuota", "echo",
                                          "allowOrigins", "allowHosts", "maxSubscriptions",
                                          "maxUnauthenticated", "users", "roles", "workflows"}
 
@@ -411,6 +411,10 @@ BAD_CONFIGS = [
     ("retention-changes", {"retention": {"changes": 0}}, "$.retention.changes", None),
     ("retention-changes-big", {"retention": {"changes": 2147483648}}, "$.retention.changes", None),
     ("retention-age", {"retention": {"ageSeconds": 0}}, "$.retention.ageSeconds", None),
+    ("retention-bytes", {"retention": {"bytes": 0}}, "$.retention.bytes", None),
+    ("retention-bytes-big", {"retention": {"bytes": 1099511627777}}, "$.retention.bytes", None),
+    ("blob-quota", {"blobQuota": "10G"}, "$.blobQuota", None),
+    ("blob-quota-zero", {"blobQuota": 0}, "$.blobQuota", None),
     ("retention-age-type", {"retention": {"ageSeconds": "7d"}}, "$.retention.ageSeconds", None),
     ("record-size", {"maxRecordSize": 0}, "$.maxRecordSize", None),
     ("message-size", {"maxMessageSize": 1073741825}, "$.maxMessageSize", None),
@@ -506,10 +510,12 @@ def test_a_file_that_is_not_json_is_refused(tmp_path):
 
 EDGE_CONFIGS = [
     ("lowest", {"host": "127.0.0.1", "port": 0, "threads": 1, "data": "d", "durability": "off",
-                "retention": {"changes": 1, "ageSeconds": 0.001},
-                "maxRecordSize": 1, "maxMessageSize": 1, "maxBlobSize": 1}),
-    ("highest", {"port": 65535, "threads": 256, "retention": {"changes": 2147483647, "ageSeconds": 315360000},
-                 "maxRecordSize": 1073741824, "maxMessageSize": 1073741824, "maxBlobSize": 1073741824}),
+                "retention": {"changes": 1, "bytes": 1, "ageSeconds": 0.001},
+                "maxRecordSize": 1, "maxMessageSize": 1, "maxBlobSize": 1, "blobQuota": 1}),
+    ("highest", {"port": 65535, "threads": 256,
+                 "retention": {"changes": 2147483647, "bytes": 1099511627776, "ageSeconds": 315360000},
+                 "maxRecordSize": 1073741824, "maxMessageSize": 1073741824, "maxBlobSize": 1073741824,
+                 "blobQuota": 1099511627776}),
     ("empty-members", {"retention": {}, "users": [], "roles": {}, "workflows": {}, "allowOrigins": [],
                        "allowHosts": []}),
     ("browsers-and-caps", {"echo": False, "allowOrigins": ["https://app.example:8443", "http://10.0.0.5"],
