@@ -117,43 +117,26 @@ import Testing
 /// Stands in for a disk that fills up and empties again: while `isFull`,
 /// every transaction fails at COMMIT with SQLITE_FULL, as SQLite's own
 /// does when the WAL cannot grow.
-final class FaultSwitch: @unchecked Sendable {
+final class FaultSwitch: Sendable {
     static let full = StoreError(code: SQLITE_FULL, message: "database or disk is full", operation: "commit")
 
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var full = false
-    private var tried = 0
-
-    init() {
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
+    /// Whether commits fail, and how many reached COMMIT.
+    private let state = Guarded((full: false, tried: 0))
 
     var isFull: Bool {
-        get { locked { full } }
-        set { locked { full = newValue } }
+        get { state.withLock { $0.full } }
+        set { state.withLock { $0.full = newValue } }
     }
 
     /// Transactions that reached COMMIT (failed or not).
-    var commitsTried: Int { locked { tried } }
+    var commitsTried: Int { state.withLock { $0.tried } }
 
     var hooks: StoreTestHooks {
-        StoreTestHooks(failCommit: { [self] _ in
-            locked {
-                tried += 1
-                return full ? Self.full : nil
+        StoreTestHooks(failCommit: { [state] _ in
+            state.withLock {
+                $0.tried += 1
+                return $0.full ? Self.full : nil
             }
         })
-    }
-
-    private func locked<R>(_ body: () -> R) -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body()
     }
 }
