@@ -31,6 +31,9 @@ public struct SoakBenchmark: Sendable {
     /// Items the orders draw from, and hot records per record writer.
     public var items = 10
     public var hotPerWriter = 5
+    /// A hub started elsewhere (under heaptrack, say) instead of a fresh
+    /// child: its WebSocket URL and the PID whose memory is read.
+    public var hub: (url: String, pid: Int32)?
     public init() {}
 
     public struct Sample: Sendable {
@@ -67,12 +70,19 @@ public struct SoakBenchmark: Sendable {
     public func run(log: (String) -> Void) throws(FanoutBenchmark.Failure) -> Result {
         let work = makeTemporaryDirectory("tally-soak")
         defer { removeTree(work) }
-        let process: BrokerProcess
-        do {
-            process = try .tally(dataDirectory: work + "/data", workDirectory: work,
-                                 extraArguments: ["--durability", durability])
-        } catch { throw .broker(error) }
-        defer { process.terminate() }
+        let child: BrokerProcess?
+        if hub == nil {
+            do {
+                child = try .tally(dataDirectory: work + "/data", workDirectory: work,
+                                   extraArguments: ["--durability", durability])
+            } catch { throw .broker(error) }
+        } else {
+            child = nil
+        }
+        defer { child?.terminate() }
+        let process = Hub(url: hub?.url ?? child!.url, pid: hub?.pid ?? child!.pid)
+        // Names and idempotency keys of this run, distinct from an earlier run's on the same hub.
+        let tag = String(nanos() % 1_000_000, radix: 36)
         let group: EventLoopGroup
         do { group = try EventLoopGroup(threads: threads) } catch { throw .connect("\(error)") }
         defer { group.shutdown() }
@@ -82,7 +92,7 @@ public struct SoakBenchmark: Sendable {
         let clients = group.loops.map { _ in SoakLoopClients() }
         let hotRecords = max(1, (writers + 1) / 2 * hotPerWriter)
 
-        log("tally pid \(process.pid) on port \(process.port): \(items) items, \(subscribers) subscribers, "
+        log("tally pid \(process.pid) at \(process.url): \(items) items, \(subscribers) subscribers, "
             + "\(reconnecting) reconnecting clients, \(writers) writers at \(format(rate, 0)) writes/s for \(format(seconds, 0)) s")
         try makeItems(url: process.url, loop: group.loops[0])
         let subscribers = self.subscribers
@@ -116,8 +126,8 @@ public struct SoakBenchmark: Sendable {
         let interval = UInt64(1e9 * Double(writers) / rate)
         let writerCount = writers, items = self.items, hotPerWriter = self.hotPerWriter
         let writing = openConnections(count: writers, url: process.url, group: group, options: options) { index, socket in
-            let writer = SoakWriter(index: index, hotPerWriter: hotPerWriter, items: items, interval: interval,
-                                    shared: shared, socket: socket)
+            let writer = SoakWriter(index: index, tag: tag, hotPerWriter: hotPerWriter, items: items,
+                                    interval: interval, shared: shared, socket: socket)
             clients[socket.loop.id].writers.append(writer)
             return writer
         }
@@ -241,6 +251,14 @@ public struct SoakBenchmark: Sendable {
                 throw .connect("setup: the hub did not accept items/soak-\(item)")
             }
         }
+    }
+
+    /// The hub under load: where to connect, whose memory and CPU to read.
+    struct Hub {
+        let url: String
+        let pid: Int32
+        func residentKiB() -> Int? { TallyBench.residentKiB(pid: pid) }
+        func cpuSeconds() -> Double? { processCPUSeconds(pid: pid) }
     }
 
     struct SubscriptionTally: Sendable {

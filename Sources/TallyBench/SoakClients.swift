@@ -125,6 +125,8 @@ final class SoakWriter: WebSocketHandler {
     enum Kind { case records, orders }
 
     let index: Int
+    /// The run's tag, in record names and idempotency keys.
+    let tag: String
     let kind: Kind
     /// Index among the writers of its kind.
     let ordinal: Int
@@ -140,8 +142,10 @@ final class SoakWriter: WebSocketHandler {
     private var item = 0
     private var sent = 0
 
-    init(index: Int, hotPerWriter: Int, items: Int, interval: UInt64, shared: SoakShared, socket: WebSocket) {
+    init(index: Int, tag: String, hotPerWriter: Int, items: Int, interval: UInt64, shared: SoakShared,
+         socket: WebSocket) {
         self.index = index
+        self.tag = tag
         kind = index % 2 == 0 ? .records : .orders
         ordinal = index / 2
         self.hotPerWriter = hotPerWriter
@@ -166,21 +170,21 @@ final class SoakWriter: WebSocketHandler {
 
     /// The write for the current step, and the streams its change group counts under.
     private func nextMessage() -> [UInt8] {
-        let idem = #","idem":"soak-w\#(index)-\#(sent)""#
+        let idem = #","idem":"soak-\#(tag)-w\#(index)-\#(sent)""#
         switch kind {
         case .records:
             let stages = ["new", "picked", "packed", "done"]
             if step < stages.count {
                 streams = [.records]
                 let data = #"{"stage":"\#(stages[step])","n":\#(item),"w":\#(index),"note":"a soak record moving through its stages"}"#
-                return Array(#"{"op":"set","name":"soak/rec/w\#(index)/\#(item)","data":\#(data)\#(idem)}"#.utf8)
+                return Array(#"{"op":"set","name":"soak/rec/\#(tag)-w\#(index)/\#(item)","data":\#(data)\#(idem)}"#.utf8)
             }
             let hot = ordinal * hotPerWriter + item % hotPerWriter
             streams = [.hot, .hotRecord(hot)]
             return Array(#"{"op":"set","name":"soak/hot/\#(hot)","data":{"n":\#(item),"w":\#(index)}\#(idem)}"#.utf8)
         case .orders:
             streams = [.orders]
-            let name = "orders/soak-w\(index)-\(item)"
+            let name = "orders/soak-\(tag)-w\(index)-\(item)"
             if step == 0 {
                 let kind = item % 2 == 0 ? "issue" : "receive"
                 let data = #"{"item":"items/soak-\#(item % items)","qty":1,"kind":"\#(kind)"}"#

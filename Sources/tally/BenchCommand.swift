@@ -92,6 +92,8 @@ enum BenchCommand {
       --interval SECONDS    time between table rows (default a twentieth of the run)
       --durability MODE     the hub's --durability: full (default), normal or off
       --threads N           client event-loop threads (default 1)
+      --url URL --hub-pid PID  soak a hub started elsewhere (under heaptrack,
+                            say) instead of a fresh child; RSS is read from PID
     """
 
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
@@ -370,7 +372,7 @@ enum BenchCommand {
     private static func soak(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let a = try Arguments(args, command: "bench soak",
                               valued: ["seconds", "writers", "rate", "subscribers", "reconnecting", "reconnect-every",
-                                       "interval", "durability", "threads"],
+                                       "interval", "durability", "threads", "url", "hub-pid"],
                               flags: ["help"])
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench soak")
@@ -398,6 +400,11 @@ enum BenchCommand {
             throw UsageError(message: "--durability must be full, normal or off, not '\(bench.durability)'")
         }
         bench.threads = try a.int("threads", in: 1...64) ?? 1
+        switch (a.string("url"), try a.int("hub-pid", in: 1...Int(Int32.max))) {
+        case (let url?, let pid?): bench.hub = (url, Int32(pid))
+        case (nil, nil): break
+        default: throw UsageError(message: "--url and --hub-pid go together: the hub to load and the process to measure")
+        }
         raiseDescriptorLimit()
         let r: SoakBenchmark.Result
         do { r = try bench.run(log: progress) } catch {
