@@ -27,6 +27,8 @@ public struct HubConfigFile: Sendable {
     public var maxRecordSize: Int?
     public var maxMessageSize: Int?
     public var maxBlobSize: Int?
+    /// The record cache's bound in bytes (`CoreConfiguration.cacheBytes`).
+    public var cacheSize: Int?
     /// Configured users; any at all turns authentication on.
     public var users: [HubUser]?
     /// Roles defined or redefined over the shipped ones.
@@ -72,6 +74,7 @@ public struct HubConfigFile: Sendable {
             case "maxRecordSize": file.maxRecordSize = try int(member, path, 1...(1 << 30))
             case "maxMessageSize": file.maxMessageSize = try int(member, path, 1...(1 << 30))
             case "maxBlobSize": file.maxBlobSize = try int(member, path, 1...(1 << 30))
+            case "cacheSize": file.cacheSize = try int(member, path, (1 << 20)...(1 << 40))
             case "users": file.users = try parseUsers(member, path)
             case "roles": file.roles = try parseRoles(member, path)
             case "workflows": file.workflows = try parseWorkflows(member, path)
@@ -91,7 +94,7 @@ public struct HubConfigFile: Sendable {
                     }
                 }
             default:
-                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, users, roles, workflows")
+                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, cacheSize, users, roles, workflows")
             }
         }
         // Every role a user or a workflow names must exist.

@@ -10,8 +10,12 @@ import TallyWebSocket
 /// Settings of the sync engine, frozen at start.
 public struct CoreConfiguration: Sendable {
     public var limits = EngineLimits()
-    /// Records and lists kept in memory beyond the uncommitted ones.
+    /// Records and lists kept in memory beyond the uncommitted ones: at
+    /// most this many, holding at most `cacheBytes` of heap (estimated,
+    /// see `HeapFootprint`). The bytes are the bound that matters: orders
+    /// and intake jobs with their history take 2 KiB or more each.
     public var cacheCapacity = 200_000
+    public var cacheBytes = 16 << 20
     /// Most records in a prefix subscription's snapshot.
     public var maxSnapshotRecords = 10_000
     /// Most changes a resume replays; beyond that the client resnapshots.
@@ -135,7 +139,8 @@ public final class HubCore: @unchecked Sendable {
         let bounds = try reader.sequenceBounds()
         headSeq = bounds.head
         committedSeq = bounds.head
-        cache = StateCache(reader: reader, capacity: configuration.cacheCapacity)
+        cache = StateCache(reader: reader, capacity: configuration.cacheCapacity,
+                           byteCapacity: configuration.cacheBytes)
         metrics.headSeq.store(Int(headSeq), ordering: .relaxed)
         metrics.committedSeq.store(Int(headSeq), ordering: .relaxed)
         metrics.floorSeq.store(Int(bounds.floor), ordering: .relaxed)

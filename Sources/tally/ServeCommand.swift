@@ -32,6 +32,8 @@ enum ServeCommand {
       --retain-changes N       changes kept in the log for resume (default 1000000)
       --retain-age SECONDS     oldest change kept for resume (default 604800, 7 days)
       --max-record-size SIZE   largest record data, e.g. 256K (default 1M)
+      --cache-size SIZE        memory for records and lists read or written
+                               recently, e.g. 256M (default 16M; at least 1M)
       --threads N              event-loop threads (default: number of cores)
       --tls-cert FILE          PEM certificate chain: serve https:// and wss://
       --tls-key FILE           PEM private key for --tls-cert
@@ -51,7 +53,7 @@ enum ServeCommand {
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let arguments = try Arguments(args, command: "serve",
             valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-age",
-                     "max-record-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
+                     "max-record-size", "cache-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
                      "ping-interval", "idle-timeout", "log-level", "demo-interval", "web"],
             flags: ["no-echo", "no-compression", "open", "demo", "help"])
         if arguments.flag("help") { print(help); return 0 }
@@ -71,6 +73,7 @@ enum ServeCommand {
                 if let size = file.maxRecordSize { configuration.core.limits.maxRecordBytes = size }
                 if let size = file.maxMessageSize { server.webSocket.maxMessageSize = size }
                 if let size = file.maxBlobSize { configuration.maxBlobBytes = size }
+                if let size = file.cacheSize { configuration.core.cacheBytes = size }
                 configuration.core.planner = WorkflowPlanner(workflows: file.workflowSet, policy: file.policy)
                 if let users = file.users, !users.isEmpty {
                     configuration.core.authenticator = Authenticator(users: users)
@@ -101,6 +104,10 @@ enum ServeCommand {
             configuration.retention.maxAge = seconds
         }
         if let size = try arguments.bytes("max-record-size") { configuration.core.limits.maxRecordBytes = size }
+        if let size = try arguments.bytes("cache-size") {
+            guard size >= 1 << 20 else { throw UsageError(message: "--cache-size must be at least 1M, not '\(arguments.string("cache-size") ?? "")'") }
+            configuration.core.cacheBytes = size
+        }
         if let size = try arguments.bytes("max-message-size") { server.webSocket.maxMessageSize = size }
         if let size = try arguments.bytes("max-outbound") { server.webSocket.maxOutboundBytes = size }
         if let ms = try arguments.millis("ping-interval") { server.webSocket.pingIntervalMillis = ms }

@@ -25,7 +25,8 @@ struct HubConfigFileTests {
     @Test func readsEverySetting() throws {
         let file = try Self.parse("""
             {"host":"0.0.0.0","port":9000,"threads":3,"data":"/srv/tally","durability":"normal",
-             "retention":{"changes":500,"ageSeconds":60.5},"maxRecordSize":2048,"maxMessageSize":4096}
+             "retention":{"changes":500,"ageSeconds":60.5},"maxRecordSize":2048,"maxMessageSize":4096,
+             "cacheSize":67108864}
             """)
         #expect(file.host == "0.0.0.0")
         #expect(file.port == 9000)
@@ -36,6 +37,7 @@ struct HubConfigFileTests {
         #expect(file.retainAgeSeconds == 60.5)
         #expect(file.maxRecordSize == 2048)
         #expect(file.maxMessageSize == 4096)
+        #expect(file.cacheSize == 64 << 20)
         let empty = try Self.parse("{}")
         #expect(empty.port == nil && empty.data == nil)
     }
@@ -50,6 +52,7 @@ struct HubConfigFileTests {
         (#"{"retention":{"days":1}}"#, "$.retention.days: unknown setting"),
         (#"{"retention":{"ageSeconds":0}}"#, "$.retention.ageSeconds: must be a number of seconds"),
         (#"{"data":""}"#, "$.data: must be a non-empty string"),
+        (#"{"cacheSize":4096}"#, "$.cacheSize: must be an integer from 1048576 to 1099511627776"),
     ])
     func mistakesNameTheirPath(text: String, expected: String) {
         let message = Self.refusal(text)

@@ -201,8 +201,8 @@ def test_the_schema_is_a_2020_12_schema(schema):
     Draft202012Validator.check_schema(schema)
     assert schema["additionalProperties"] is False
     assert set(schema["properties"]) == {"host", "port", "threads", "data", "durability", "retention",
-                                         "maxRecordSize", "maxMessageSize", "maxBlobSize", "users",
-                                         "roles", "workflows"}
+                                         "maxRecordSize", "maxMessageSize", "maxBlobSize", "cacheSize",
+                                         "users", "roles", "workflows"}
 
 
 def test_every_member_is_described(schema):
@@ -414,6 +414,7 @@ BAD_CONFIGS = [
     ("record-size", {"maxRecordSize": 0}, "$.maxRecordSize", None),
     ("message-size", {"maxMessageSize": 1073741825}, "$.maxMessageSize", None),
     ("blob-size", {"maxBlobSize": "16M"}, "$.maxBlobSize", None),
+    ("cache-size", {"cacheSize": 1048575}, "$.cacheSize", None),
     ("users-type", {"users": {"ana": "staff"}}, "$.users", None),
     ("user-type", {"users": ["ana"]}, "$.users[0]", None),
     ("user-no-token", {"users": [_user()]}, "$.users[0]", None),
@@ -499,9 +500,10 @@ def test_a_file_that_is_not_json_is_refused(tmp_path):
 EDGE_CONFIGS = [
     ("lowest", {"host": "127.0.0.1", "port": 0, "threads": 1, "data": "d", "durability": "off",
                 "retention": {"changes": 1, "ageSeconds": 0.001},
-                "maxRecordSize": 1, "maxMessageSize": 1, "maxBlobSize": 1}),
+                "maxRecordSize": 1, "maxMessageSize": 1, "maxBlobSize": 1, "cacheSize": 1048576}),
     ("highest", {"port": 65535, "threads": 256, "retention": {"changes": 2147483647, "ageSeconds": 315360000},
-                 "maxRecordSize": 1073741824, "maxMessageSize": 1073741824, "maxBlobSize": 1073741824}),
+                 "maxRecordSize": 1073741824, "maxMessageSize": 1073741824, "maxBlobSize": 1073741824,
+                 "cacheSize": 1099511627776}),
     ("empty-members", {"retention": {}, "users": [], "roles": {}, "workflows": {}}),
     ("users", {"users": [{"name": "ana", "role": "staff", "tokenSha256": GOOD_HASH.upper()},
                          {"name": "wall", "role": "auditor", "tokenEnv": "PATH"}],
