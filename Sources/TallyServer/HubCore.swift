@@ -108,8 +108,8 @@ public final class HubCore: @unchecked Sendable {
     var committedSeq: Int64
     /// Accepted changes not yet committed, in seq order (for resume replays).
     var uncommitted: [Change] = []
-    /// Idempotency keys of recent writes: the reply members and their seq.
-    var recentKeys: [ByteKey: (seq: Int64, reply: [UInt8])] = [:]
+    /// Idempotency keys of uncommitted writes: the reply members and their seq.
+    var recentKeys = RecentKeys()
     // The members touched per delivery skip the runtime exclusivity check
     // (see `Connection.outbound` in TallyNet): one thread holds the core at
     // a time, and none is accessed while another access to it is open.
@@ -316,7 +316,7 @@ public final class HubCore: @unchecked Sendable {
         cache.committed(through: committedSeq)
         let done = uncommitted.prefix { $0.seq <= committedSeq }.count
         uncommitted.removeFirst(done)
-        if recentKeys.count > 100_000 { recentKeys = recentKeys.filter { $0.value.seq > committedSeq } }
+        recentKeys.committed(through: committedSeq)
         metrics.recordCommit(nanos: outcome.durationNanos, units: outcome.tokens.count, inPlace: outcome.inPlace)
         metrics.committedSeq.store(Int(committedSeq), ordering: .relaxed)
         // The floor moves only when retention prunes: a look a second is plenty.
