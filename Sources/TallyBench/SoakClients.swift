@@ -19,9 +19,16 @@ enum SoakStream: Hashable, Sendable {
 }
 
 /// What one subscriber follows.
-enum SoakTarget: Sendable {
+enum SoakTarget: Sendable, CustomStringConvertible {
     case prefix(String, SoakStream)
     case record(String, SoakStream)
+
+    var description: String {
+        switch self {
+        case .prefix(let prefix, _): "prefix \(prefix)"
+        case .record(let name, _): "record \(name)"
+        }
+    }
 
     var stream: SoakStream {
         switch self {

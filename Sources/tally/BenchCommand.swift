@@ -414,7 +414,8 @@ enum BenchCommand {
         func mib(_ kib: Int) -> String { format(Double(kib) / 1024, 1) }
         var rows: [[String]] = [["time (s)", "RSS (MiB)", "writes", "pushes", "resumes"]]
         for s in r.samples {
-            rows.append([format(s.seconds, 0), mib(s.rssKiB), String(s.writes), String(s.pushes), String(s.resumes)])
+            let time = s.seconds == s.seconds.rounded() ? format(s.seconds, 0) : format(s.seconds, 1)
+            rows.append([time, mib(s.rssKiB), String(s.writes), String(s.pushes), String(s.resumes)])
         }
         rows.append(["clients gone", r.idleRSSKiB.map(mib) ?? "n/a", "", "", ""])
         print(renderTable(rows))
