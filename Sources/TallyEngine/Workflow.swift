@@ -26,7 +26,8 @@ public struct Workflow: Sendable, Equatable {
     public var deleteRoles: Set<String> = ["admin"]
     /// The hub-kept aggregate record, e.g. "stats/orders".
     public var stats: String?
-    /// A list the hub appends every new record's name to.
+    /// A list of the open records: the hub appends every new record's name
+    /// and removes it when the record reaches a terminal stage (or is deleted).
     public var list: String?
     public var kind: Kind = .plain
     /// Stages a record may only enter with a `reason`.

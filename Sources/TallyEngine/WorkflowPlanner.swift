@@ -211,10 +211,7 @@ public struct WorkflowPlanner: Sendable {
             }
             plan.primaries.append(plan.writes.count)
             plan.add(write, origin: index)
-            if let list = workflow.list, let entries = try state.list(list)?.entries,
-               entries.contains(where: { $0.sameBytes(as: name) }) {
-                plan.add(Write(name: list, action: .removeEntry(name, at: nil)), origin: index)
-            }
+            try unlist(name, workflow: workflow, index: index, state: &state, plan: &plan)
             delta.forget(current.data)
             if let stage = current.data[workflow.stageField]?.stringValue {
                 delta.leave(stage)
@@ -298,7 +295,21 @@ public struct WorkflowPlanner: Sendable {
         delta.leave(stage)
         delta.enter(to)
         delta.spent(now - entered, in: stage)
-        if workflow.isOpen(stage), !workflow.isOpen(to) { delta.closed.insert(ByteKey(name)) }
+        if workflow.isOpen(stage), !workflow.isOpen(to) {
+            delta.closed.insert(ByteKey(name))
+            // The list holds open work only: every order ever made would
+            // make it (and each write of it) grow without end.
+            try unlist(name, workflow: workflow, index: index, state: &state, plan: &plan)
+        }
+    }
+
+    /// Takes `name` off the workflow's list, if it is there.
+    private func unlist(_ name: String, workflow: Workflow, index: Int, state: inout some EngineState,
+                        plan: inout WorkflowPlan) throws(ProtocolError) {
+        if let list = workflow.list, let entries = try state.list(list)?.entries,
+           entries.contains(where: { $0.sameBytes(as: name) }) {
+            plan.add(Write(name: list, action: .removeEntry(name, at: nil)), origin: index)
+        }
     }
 
     // MARK: Domain fields

@@ -36,6 +36,8 @@ public struct HubConfigFile: Sendable {
     public var maxUnauthenticated: Int?
     /// Most bytes all blobs together may hold.
     public var blobQuota: Int?
+    /// The record cache's bound in bytes (`CoreConfiguration.cacheBytes`).
+    public var cacheSize: Int?
     /// Configured users; any at all turns authentication on.
     public var users: [HubUser]?
     /// Roles defined or redefined over the shipped ones.
@@ -93,6 +95,7 @@ public struct HubConfigFile: Sendable {
             case "maxSubscriptions": file.maxSubscriptions = try int(member, path, 1...10_000_000)
             case "maxUnauthenticated": file.maxUnauthenticated = try int(member, path, 1...10_000_000)
             case "blobQuota": file.blobQuota = try int(member, path, 1...(1 << 40))
+            case "cacheSize": file.cacheSize = try int(member, path, (1 << 20)...(1 << 40))
             case "users": file.users = try parseUsers(member, path)
             case "roles": file.roles = try parseRoles(member, path)
             case "workflows": file.workflows = try parseWorkflows(member, path)
@@ -113,7 +116,7 @@ public struct HubConfigFile: Sendable {
                     }
                 }
             default:
-                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, echo, allowOrigins, allowHosts, maxSubscriptions, maxUnauthenticated, users, roles, workflows")
+                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, cacheSize, echo, allowOrigins, allowHosts, maxSubscriptions, maxUnauthenticated, users, roles, workflows")
             }
         }
         // Every role a user or a workflow names must exist.

@@ -87,7 +87,7 @@ extension HubCore {
         heldHead = 0
         units.removeAll(keepingCapacity: true)
         uncommitted.removeAll { $0.seq > committedSeq }
-        recentKeys = recentKeys.filter { $0.value.seq <= committedSeq }
+        recentKeys.rolledBack(after: committedSeq)
         cache.dropUncommitted()
         workflowStats = [:]
         itemCodes = nil

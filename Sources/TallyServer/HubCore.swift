@@ -10,8 +10,12 @@ import TallyWebSocket
 /// Settings of the sync engine, frozen at start.
 public struct CoreConfiguration: Sendable {
     public var limits = EngineLimits()
-    /// Records and lists kept in memory beyond the uncommitted ones.
+    /// Records and lists kept in memory beyond the uncommitted ones: at
+    /// most this many, holding at most `cacheBytes` of heap (estimated,
+    /// see `HeapFootprint`). The bytes are the bound that matters: orders
+    /// and intake jobs with their history take 2 KiB or more each.
     public var cacheCapacity = 200_000
+    public var cacheBytes = 16 << 20
     /// Most records in a prefix subscription's snapshot.
     public var maxSnapshotRecords = 10_000
     /// Most subscriptions one connection may hold; more are refused with
@@ -118,8 +122,8 @@ public final class HubCore: @unchecked Sendable {
     var committedSeq: Int64
     /// Accepted changes not yet committed, in seq order (for resume replays).
     var uncommitted: [Change] = []
-    /// Idempotency keys of recent writes: the reply members and their seq.
-    var recentKeys: [ByteKey: (seq: Int64, reply: [UInt8])] = [:]
+    /// Idempotency keys of uncommitted writes: the reply members and their seq.
+    var recentKeys = RecentKeys()
     // The members touched per delivery skip the runtime exclusivity check
     // (see `Connection.outbound` in TallyNet): one thread holds the core at
     // a time, and none is accessed while another access to it is open.
@@ -154,7 +158,8 @@ public final class HubCore: @unchecked Sendable {
         let bounds = try reader.sequenceBounds()
         headSeq = bounds.head
         committedSeq = bounds.head
-        cache = StateCache(reader: reader, capacity: configuration.cacheCapacity)
+        cache = StateCache(reader: reader, capacity: configuration.cacheCapacity,
+                           byteCapacity: configuration.cacheBytes)
         metrics.headSeq.store(Int(headSeq), ordering: .relaxed)
         metrics.committedSeq.store(Int(headSeq), ordering: .relaxed)
         metrics.floorSeq.store(Int(bounds.floor), ordering: .relaxed)
@@ -332,7 +337,7 @@ public final class HubCore: @unchecked Sendable {
         cache.committed(through: committedSeq)
         let done = uncommitted.prefix { $0.seq <= committedSeq }.count
         uncommitted.removeFirst(done)
-        if recentKeys.count > 100_000 { recentKeys = recentKeys.filter { $0.value.seq > committedSeq } }
+        recentKeys.committed(through: committedSeq)
         metrics.recordCommit(nanos: outcome.durationNanos, units: outcome.tokens.count, inPlace: outcome.inPlace)
         metrics.committedSeq.store(Int(committedSeq), ordering: .relaxed)
         // The floor moves only when retention prunes: a look a second is plenty.

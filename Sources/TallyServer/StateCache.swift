@@ -9,18 +9,24 @@ import TallyStore
 /// The invariant that makes reads right: an entry that is not in the cache has
 /// no uncommitted change, so the store's committed row is its current state.
 /// Pinned entries are never evicted; clean ones are dropped when the cache
-/// outgrows its capacity. Startup therefore reads nothing: the cache fills on
-/// demand.
+/// outgrows its capacity — a count of entries and, because one record may
+/// be 200 bytes and the next a megabyte, an estimate of the heap bytes they
+/// hold (`HeapFootprint`). Startup therefore reads nothing: the cache fills
+/// on demand.
 final class StateCache: EngineState {
     struct Entry<State> {
         var state: State?
         /// Seq of the uncommitted change that produced `state`; 0 when clean.
         var pinnedSeq: Int64
+        /// Heap bytes the entry holds, key and table slot included.
+        var bytes: Int
     }
 
     /// Keyed by bytes, as the store is (see `ByteKey`).
     private(set) var records: [ByteKey: Entry<RecordState>] = [:]
     private(set) var lists: [ByteKey: Entry<ListState>] = [:]
+    /// The sum of the entries' `bytes`.
+    private(set) var bytes = 0
     /// Uncommitted changes in seq order, to unpin on commit.
     private var pinned: [(seq: Int64, name: String, isList: Bool)] = []
     private var pinnedHead = 0
@@ -30,11 +36,14 @@ final class StateCache: EngineState {
     private var cleanOrder: [(key: ByteKey, isList: Bool)] = []
     private var cleanHead = 0
     let reader: any StoreReading
+    /// Most entries, and most estimated heap bytes, kept beyond the pinned ones.
     let capacity: Int
+    let byteCapacity: Int
 
-    init(reader: any StoreReading, capacity: Int) {
+    init(reader: any StoreReading, capacity: Int, byteCapacity: Int = .max) {
         self.reader = reader
         self.capacity = capacity
+        self.byteCapacity = byteCapacity
     }
 
     // MARK: EngineState
@@ -43,7 +52,7 @@ final class StateCache: EngineState {
         let key = ByteKey(name)
         if let entry = records[key] { return entry.state }
         let state = try Self.load(record: name, from: reader)
-        records[key] = Entry(state: state, pinnedSeq: 0)
+        put(key, Entry(state: state, pinnedSeq: 0, bytes: Self.footprint(key, state)))
         cleanOrder.append((key, false))
         return state
     }
@@ -54,9 +63,51 @@ final class StateCache: EngineState {
         let stored: StoredList?
         do { stored = try reader.list(name) } catch { throw .storage(error) }
         let state = stored.map(ListState.init(stored:))
-        lists[key] = Entry(state: state, pinnedSeq: 0)
+        put(key, Entry(state: state, pinnedSeq: 0, bytes: Self.footprint(key, state)))
         cleanOrder.append((key, true))
         return state
+    }
+
+    // MARK: Bytes
+
+    /// Every insertion and removal goes through these, so `bytes` is the sum.
+    private func put(_ key: ByteKey, _ entry: Entry<RecordState>) {
+        bytes += entry.bytes - (records.updateValue(entry, forKey: key)?.bytes ?? 0)
+    }
+
+    private func put(_ key: ByteKey, _ entry: Entry<ListState>) {
+        bytes += entry.bytes - (lists.updateValue(entry, forKey: key)?.bytes ?? 0)
+    }
+
+    private func removeRecord(_ key: ByteKey) {
+        if let old = records.removeValue(forKey: key) { bytes -= old.bytes }
+    }
+
+    private func removeList(_ key: ByteKey) {
+        if let old = lists.removeValue(forKey: key) { bytes -= old.bytes }
+    }
+
+    /// A table slot (key and entry, at the dictionaries' load of 3/8 to 3/4)
+    /// and its place in the clean queue.
+    static let recordSlotBytes = 2 * (MemoryLayout<ByteKey>.stride + MemoryLayout<Entry<RecordState>>.stride)
+        + 2 * MemoryLayout<(key: ByteKey, isList: Bool)>.stride
+    static let listSlotBytes = 2 * (MemoryLayout<ByteKey>.stride + MemoryLayout<Entry<ListState>>.stride)
+        + 2 * MemoryLayout<(key: ByteKey, isList: Bool)>.stride
+
+    /// The heap a record entry holds: key, name, data bytes and parsed data
+    /// (within a few percent of what glibc reports for typical records).
+    static func footprint(_ key: ByteKey, _ state: RecordState?) -> Int {
+        var total = recordSlotBytes + HeapFootprint.string(key.string)
+        if let state {
+            total += HeapFootprint.string(state.name) + HeapFootprint.bytes(state.dataBytes) + state.data.heapBytes
+        }
+        return total
+    }
+
+    static func footprint(_ key: ByteKey, _ state: ListState?) -> Int {
+        var total = listSlotBytes + HeapFootprint.string(key.string)
+        if let state { total += HeapFootprint.string(state.name) + HeapFootprint.strings(state.entries) }
+        return total
     }
 
     static func load(record name: String, from reader: any StoreReading) throws(ProtocolError) -> RecordState? {
@@ -70,9 +121,12 @@ final class StateCache: EngineState {
 
     /// Makes an accepted (not yet committed) change the current state.
     func apply(_ change: Change) {
+        let key = ByteKey(change.name)
         switch change.target {
-        case .record(_, let after, _): records[ByteKey(change.name)] = Entry(state: after, pinnedSeq: change.seq)
-        case .list(_, let after): lists[ByteKey(change.name)] = Entry(state: after, pinnedSeq: change.seq)
+        case .record(_, let after, _):
+            put(key, Entry(state: after, pinnedSeq: change.seq, bytes: Self.footprint(key, after)))
+        case .list(_, let after):
+            put(key, Entry(state: after, pinnedSeq: change.seq, bytes: Self.footprint(key, after)))
         }
         pinned.append((change.seq, change.name, change.isList))
     }
@@ -112,14 +166,16 @@ final class StateCache: EngineState {
         for index in pinnedHead..<pinned.count {
             let key = ByteKey(pinned[index].name)
             if pinned[index].isList {
-                if let entry = lists[key], entry.pinnedSeq != 0 { lists[key] = nil }
+                if let entry = lists[key], entry.pinnedSeq != 0 { removeList(key) }
             } else if let entry = records[key], entry.pinnedSeq != 0 {
-                records[key] = nil
+                removeRecord(key)
             }
         }
         pinned.removeAll(keepingCapacity: true)
         pinnedHead = 0
     }
+    /// Items in the clean queue (tests).
+    var cleanQueueCount: Int { cleanOrder.count - cleanHead }
 
     /// Names of records with uncommitted changes whose names start with `prefix`.
     func pendingRecordNames(prefix: String) -> [String] {
@@ -132,9 +188,12 @@ final class StateCache: EngineState {
     }
 
     /// A hot record rewritten many times appears once per commit; keep only
-    /// each key's latest position once the queue is much longer than the cache.
+    /// each key's latest position once the queue is much longer than the
+    /// cache holds entries (not than it may hold: a cache far below its
+    /// capacity would otherwise let the queue of one hot record grow to
+    /// twice the capacity, 400,000 items by default).
     private func compactCleanOrderIfNeeded() {
-        guard cleanOrder.count - cleanHead > 2 * capacity + 4096 else { return }
+        guard cleanOrder.count - cleanHead > 2 * (records.count + lists.count) + 4096 else { return }
         var seenRecords = Set<ByteKey>()
         var seenLists = Set<ByteKey>()
         var kept: [(key: ByteKey, isList: Bool)] = []
@@ -147,20 +206,21 @@ final class StateCache: EngineState {
         cleanHead = 0
     }
 
-    /// Drops the oldest clean entries once the cache outgrows its capacity,
-    /// down to 90 % of it. (Dropping in dictionary order instead empties the
-    /// low buckets and leaves one long probe run behind: every lookup then
-    /// walks it — measured at up to 1 ms per write after 500k records.)
+    /// Drops the oldest clean entries once the cache outgrows its capacity
+    /// (in entries or in bytes), down to 90 % of it. (Dropping in dictionary
+    /// order instead empties the low buckets and leaves one long probe run
+    /// behind: every lookup then walks it — measured at up to 1 ms per write
+    /// after 500k records.)
     private func evictIfNeeded() {
-        guard records.count + lists.count > capacity else { return }
-        let target = capacity * 9 / 10
-        while records.count + lists.count > target, cleanHead < cleanOrder.count {
+        guard records.count + lists.count > capacity || bytes > byteCapacity else { return }
+        let target = capacity * 9 / 10, byteTarget = byteCapacity / 10 * 9
+        while records.count + lists.count > target || bytes > byteTarget, cleanHead < cleanOrder.count {
             let (key, isList) = cleanOrder[cleanHead]
             cleanHead += 1
             if isList {
-                if lists[key]?.pinnedSeq == 0 { lists[key] = nil }
+                if lists[key]?.pinnedSeq == 0 { removeList(key) }
             } else if records[key]?.pinnedSeq == 0 {
-                records[key] = nil
+                removeRecord(key)
             }
         }
         if cleanHead > 4096, cleanHead * 2 > cleanOrder.count {

@@ -11,6 +11,7 @@ enum BenchCommand {
            tally bench fanout [options]
            tally bench writes [options]
            tally bench startup [options]
+           tally bench soak [options]
 
     echo          round trips against a WebSocket echo endpoint: latency and messages/s
       --url URL             (default ws://127.0.0.1:8080/echo)
@@ -74,6 +75,25 @@ enum BenchCommand {
       --starts K            timed starts; the median is reported (default 3)
       --connections C       filling connections (default 4)
       --fill-durability M   --durability while filling (default full)
+
+    soak          steady mixed load against a Tally hub child with a fresh store
+                  for a long time: writers run records through their stages and
+                  orders to delivered, subscribers follow records and prefixes,
+                  reconnecting clients leave and resume by seq. Prints the hub's
+                  resident memory over time, then a summary (growth in the second
+                  half); checks every push (in seq order, no repeats, no gaps);
+                  exit status 1 on any delivery or write error
+      --seconds D           load time (default 600)
+      --writers W           writer connections, half records, half orders (default 20)
+      --rate R              writes per second, all writers together (default 840)
+      --subscribers S       record and prefix subscribers (default 210)
+      --reconnecting C      clients that reconnect and resume (default 30)
+      --reconnect-every LO-HI  seconds a reconnecting client stays (default 5-10)
+      --interval SECONDS    time between table rows (default a twentieth of the run)
+      --durability MODE     the hub's --durability: full (default), normal or off
+      --threads N           client event-loop threads (default 1)
+      --url URL --hub-pid PID  soak a hub started elsewhere (under heaptrack,
+                            say) instead of a fresh child; RSS is read from PID
     """
 
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
@@ -84,7 +104,8 @@ enum BenchCommand {
         case "fanout": return try fanout(args.dropFirst())
         case "writes": return try writes(args.dropFirst())
         case "startup": return try startup(args.dropFirst())
-        default: throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, writes or startup")
+        case "soak": return try soak(args.dropFirst())
+        default: throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, writes, startup or soak")
         }
     }
 
@@ -346,5 +367,67 @@ enum BenchCommand {
             printError("startup: \(error)")
             return 1
         }
+    }
+
+    private static func soak(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+        let a = try Arguments(args, command: "bench soak",
+                              valued: ["seconds", "writers", "rate", "subscribers", "reconnecting", "reconnect-every",
+                                       "interval", "durability", "threads", "url", "hub-pid"],
+                              flags: ["help"])
+        if a.flag("help") { print(help); return 0 }
+        try a.noPositionals("bench soak")
+        var bench = SoakBenchmark()
+        bench.seconds = try seconds(a, "seconds", default: 600)
+        guard bench.seconds >= 1 else { throw UsageError(message: "--seconds must be at least 1") }
+        bench.writers = try a.int("writers", in: 1...1000) ?? 20
+        bench.rate = Double(try a.int("rate", in: 1...100_000) ?? 840)
+        bench.subscribers = try a.int("subscribers", in: 0...20_000) ?? 210
+        bench.reconnecting = try a.int("reconnecting", in: 0...10_000) ?? 30
+        if let text = a.string("reconnect-every") {
+            let parts = text.split(separator: "-").compactMap { Double($0) }
+            guard parts.count == 2, parts[0] > 0, parts[0] <= parts[1] else {
+                throw UsageError(message: "--reconnect-every takes LOW-HIGH seconds, e.g. 5-10, not '\(text)'")
+            }
+            bench.reconnectPeriod = parts[0]...parts[1]
+        }
+        if a.string("interval") != nil {
+            let interval = try seconds(a, "interval", default: 0)
+            guard interval >= 0.5 else { throw UsageError(message: "--interval must be at least 0.5 seconds") }
+            bench.sampleSeconds = interval
+        }
+        bench.durability = a.string("durability") ?? "full"
+        guard ["full", "normal", "off"].contains(bench.durability) else {
+            throw UsageError(message: "--durability must be full, normal or off, not '\(bench.durability)'")
+        }
+        bench.threads = try a.int("threads", in: 1...64) ?? 1
+        switch (a.string("url"), try a.int("hub-pid", in: 1...Int(Int32.max))) {
+        case (let url?, let pid?): bench.hub = (url, Int32(pid))
+        case (nil, nil): break
+        default: throw UsageError(message: "--url and --hub-pid go together: the hub to load and the process to measure")
+        }
+        raiseDescriptorLimit()
+        let r: SoakBenchmark.Result
+        do { r = try bench.run(log: progress) } catch {
+            printError("soak: \(error)")
+            return 1
+        }
+        func mib(_ kib: Int) -> String { format(Double(kib) / 1024, 1) }
+        var rows: [[String]] = [["time (s)", "RSS (MiB)", "writes", "pushes", "resumes"]]
+        for s in r.samples {
+            let time = s.seconds == s.seconds.rounded() ? format(s.seconds, 0) : format(s.seconds, 1)
+            rows.append([time, mib(s.rssKiB), String(s.writes), String(s.pushes), String(s.resumes)])
+        }
+        rows.append(["clients gone", r.idleRSSKiB.map(mib) ?? "n/a", "", "", ""])
+        print(renderTable(rows))
+        print(renderTable([
+            ["RSS start (MiB)", "RSS half (MiB)", "RSS end (MiB)", "growth 2nd half (%)", "max RSS (MiB)", "writes/s",
+             "pushes", "resumes", "hub CPU (s)", "errors"],
+            [mib(r.start.rssKiB), mib(r.half.rssKiB), mib(r.end.rssKiB), format(r.secondHalfGrowthPercent, 1),
+             mib(r.maxRSSKiB), format(r.writesPerSecond, 0), String(r.pushes), String(r.resumes),
+             format(r.hubCPUSeconds, 1), String(r.errors)],
+        ]), terminator: "")
+        for (kind, count) in r.problems.counts.sorted(by: { $0.key < $1.key }) { progress("\(count) × \(kind)") }
+        for example in r.problems.examples { progress(example) }
+        return r.errors == 0 ? 0 : 1
     }
 }

@@ -37,6 +37,8 @@ enum ServeCommand {
       --max-record-size SIZE   largest record data, e.g. 256K (default 1M)
       --blob-quota SIZE        most bytes all photos together may take, e.g. 50G
                                (default 10G); an upload past it is refused (507)
+      --cache-size SIZE        memory for records and lists read or written
+                               recently, e.g. 256M (default 16M; at least 1M)
       --threads N              event-loop threads (default: number of cores)
       --tls-cert FILE          PEM certificate chain: serve https:// and wss://
       --tls-key FILE           PEM private key for --tls-cert
@@ -67,7 +69,7 @@ enum ServeCommand {
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let arguments = try Arguments(args, command: "serve",
             valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-bytes", "retain-age",
-                     "max-record-size", "blob-quota", "tls-cert", "tls-key", "max-message-size", "max-outbound",
+                     "max-record-size", "blob-quota", "cache-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
                      "ping-interval", "idle-timeout", "log-level", "demo-interval", "web",
                      "allow-origin", "allow-host", "max-subscriptions", "max-unauthenticated"],
             flags: ["echo", "no-echo", "no-compression", "open", "demo", "help"])
@@ -95,6 +97,7 @@ enum ServeCommand {
                 if let count = file.maxSubscriptions { configuration.core.maxSubscriptionsPerConnection = count }
                 if let count = file.maxUnauthenticated { configuration.core.maxUnauthenticatedConnections = count }
                 if let size = file.blobQuota { configuration.blobQuotaBytes = size }
+                if let size = file.cacheSize { configuration.core.cacheBytes = size }
                 configuration.core.planner = WorkflowPlanner(workflows: file.workflowSet, policy: file.policy)
                 if let users = file.users, !users.isEmpty {
                     configuration.core.authenticator = Authenticator(users: users)
@@ -127,6 +130,10 @@ enum ServeCommand {
         }
         if let size = try arguments.bytes("max-record-size") { configuration.core.limits.maxRecordBytes = size }
         if let size = try arguments.bytes("blob-quota") { configuration.blobQuotaBytes = size }
+        if let size = try arguments.bytes("cache-size") {
+            guard size >= 1 << 20 else { throw UsageError(message: "--cache-size must be at least 1M, not '\(arguments.string("cache-size") ?? "")'") }
+            configuration.core.cacheBytes = size
+        }
         if let size = try arguments.bytes("max-message-size") { server.webSocket.maxMessageSize = size }
         if let size = try arguments.bytes("max-outbound") { server.webSocket.maxOutboundBytes = size }
         if let ms = try arguments.millis("ping-interval") { server.webSocket.pingIntervalMillis = ms }

@@ -190,8 +190,8 @@ struct WorkflowTests {
         #expect(refused?.details["stock"] == 3 && refused?.details["needed"] == 5 && refused?.details["item"] == "items/drill")
         #expect(hub.stage("orders/big") == "ready")
         let changes = try hub.apply([advance("orders/small", to: "delivered")], as: staff)
-        #expect(changes.map(\.name) == ["orders/small", "items/drill", "stats/orders"])
-        #expect(Set(changes.map(\.seq)).count == 3)
+        #expect(changes.map(\.name) == ["orders/small", "items/drill", "orders", "stats/orders"])
+        #expect(Set(changes.map(\.seq)).count == 4)
         #expect(hub.data("items/drill")?["stock"] == 1)
         try hub.apply([advance("orders/in", to: "delivered")], as: staff)
         #expect(hub.data("items/drill")?["stock"] == 5)
@@ -237,6 +237,40 @@ struct WorkflowTests {
         #expect(fresh.record(after: .init(), now: 0)["counts"] == stats["counts"])
         #expect(fresh.record(after: .init(), now: 0)["stageTime"] == stats["stageTime"])
         #expect(fresh.record(after: .init(), now: 0)["oldestOpen"] == stats["oldestOpen"])
+        // The list holds the open orders, in the order they were made.
+        let open = names.filter { hub.stage($0).map(Workflow.orders.isOpen) == true }
+        #expect(hub.state.list(named: "orders")?.entries == open)
+    }
+
+    /// Without this, the list held every order ever made: each new order
+    /// rewrote a list that only grew (memory, storage and time per write in
+    /// proportion to the orders before it), and the 100,001st was refused.
+    @Test func theListHoldsOpenRecordsOnly() throws {
+        let hub = WorkflowHarness()
+        try hub.apply([Write(name: "items/drill", action: .set(["stock": 1_000_000]))], as: admin)
+        for round in 0..<300 {
+            let name = "orders/\(round)"
+            try hub.apply([Write(name: name, action: .set(order(qty: 1)))], as: staff)
+            if round % 10 == 9 { continue }   // one in ten stays open
+            try hub.apply([advance(name)], as: staff)
+            if round % 10 == 8 {
+                let changes = try hub.apply([advance(name, to: "cancelled")], as: staff)
+                #expect(changes.map(\.name) == [name, "orders", "stats/orders"])
+                continue
+            }
+            try hub.apply([advance(name)], as: staff)
+            try hub.apply([advance(name)], as: staff)
+        }
+        #expect(hub.state.list(named: "orders")?.entries == (0..<30).map { "orders/\($0 * 10 + 9)" })
+        // Deleting an open order takes it off too; a terminal one is already off.
+        try hub.apply([Write(name: "orders/9", action: .delete)], as: admin)
+        try hub.apply([Write(name: "orders/0", action: .delete)], as: admin)
+        #expect(hub.state.list(named: "orders")?.entries.first == "orders/19")
+        // Intake jobs leave theirs when done or failed.
+        try hub.apply([Write(name: "intake/a", action: .set([:]))], as: staff)
+        try hub.apply([Write(name: "intake/b", action: .set([:]))], as: staff)
+        try hub.apply([advance("intake/a", to: "failed", reason: "blurred")], as: staff)
+        #expect(hub.state.list(named: "intake")?.entries == ["intake/b"])
     }
 
     @Test func intakeNeedsAReasonToFailAndHoldsTwelvePhotos() throws {

@@ -26,7 +26,7 @@ struct HubConfigFileTests {
         let file = try Self.parse("""
             {"host":"0.0.0.0","port":9000,"threads":3,"data":"/srv/tally","durability":"normal",
              "retention":{"changes":500,"bytes":268435456,"ageSeconds":60.5},"maxRecordSize":2048,"maxMessageSize":4096,
-             "blobQuota":1073741824}
+             "blobQuota":1073741824,"cacheSize":67108864}
             """)
         #expect(file.host == "0.0.0.0")
         #expect(file.port == 9000)
@@ -39,6 +39,7 @@ struct HubConfigFileTests {
         #expect(file.maxRecordSize == 2048)
         #expect(file.maxMessageSize == 4096)
         #expect(file.blobQuota == 1 << 30)
+        #expect(file.cacheSize == 64 << 20)
         let empty = try Self.parse("{}")
         #expect(empty.port == nil && empty.data == nil)
     }
@@ -55,6 +56,7 @@ struct HubConfigFileTests {
         (#"{"retention":{"ageSeconds":0}}"#, "$.retention.ageSeconds: must be a number of seconds"),
         (#"{"data":""}"#, "$.data: must be a non-empty string"),
         (#"{"blobQuota":-1}"#, "$.blobQuota: must be an integer from 1 to 1099511627776"),
+        (#"{"cacheSize":4096}"#, "$.cacheSize: must be an integer from 1048576 to 1099511627776"),
     ])
     func mistakesNameTheirPath(text: String, expected: String) {
         let message = Self.refusal(text)

@@ -54,4 +54,83 @@ struct StateCacheTests {
         #expect(cache.records.count <= 10)
         #expect(cache.pendingRecordNames(prefix: "p/").isEmpty)
     }
+
+    /// The sum the cache keeps equals its entries' footprints, recounted.
+    static func recount(_ cache: StateCache) -> Int {
+        cache.records.reduce(0) { $0 + StateCache.footprint($1.key, $1.value.state) }
+            + cache.lists.reduce(0) { $0 + StateCache.footprint($1.key, $1.value.state) }
+    }
+
+    /// Orders with their history take 2 KiB each; 200,000 of them by count
+    /// was 400 MiB. The byte bound holds whatever the sizes, and what the
+    /// cache counts is what its entries hold.
+    @Test func theCacheStaysUnderItsByteBound() throws {
+        let store = MemoryStore()
+        let cache = StateCache(reader: try store.makeReader(), capacity: 200_000, byteCapacity: 256 << 10)
+        var seq: Int64 = 0
+        for i in 0..<2000 {
+            // Sizes from a few bytes to 20 KiB, parsed trees of every shape.
+            let big = String(repeating: "x", count: (i * 7919) % 20_000)
+            let data: JSONObject = ["n": .number(JSONNumber(i)), "text": .string(big),
+                                    "history": .array((0..<(i % 6)).map { .object(["to": .string("s\($0)"), "time": 1]) })]
+            seq += 1
+            let state = RecordState(name: "r/\(i % 700)", version: 1, seq: seq, created: 1, updated: 1, data: data,
+                                    dataBytes: JSONValue.object(data).serialized())
+            cache.apply(Self.change(state))
+            if i % 3 == 0 { _ = try cache.record("missing/\(i)") }
+            if i % 5 == 0 {
+                cache.committed(through: seq)
+                #expect(cache.bytes <= 256 << 10, "after \(i) writes: \(cache.bytes) bytes")
+            }
+            #expect(cache.bytes == Self.recount(cache))
+        }
+        cache.committed(through: seq)
+        #expect(cache.bytes <= 256 << 10)
+        #expect(cache.records.count > 10, "the bound leaves room for the small ones")
+    }
+
+    /// A failed commit drops the uncommitted states, and their bytes with them.
+    @Test func droppingUncommittedStatesKeepsTheByteCount() throws {
+        let store = MemoryStore()
+        let cache = StateCache(reader: try store.makeReader(), capacity: 1000)
+        for i in 1...20 { cache.apply(Self.change(Self.record("d/\(i)", i, seq: Int64(i)))) }
+        cache.committed(through: 10)
+        cache.dropUncommitted()
+        #expect(cache.records[ByteKey("d/15")] == nil)
+        #expect(cache.records[ByteKey("d/5")]?.state?.seq == 5)
+        #expect(cache.bytes == Self.recount(cache))
+        #expect(cache.pendingRecordNames(prefix: "d/").isEmpty)
+    }
+
+    /// Pinned entries count but are never dropped for the byte bound either.
+    @Test func pinnedEntriesStayWhateverTheirSize() throws {
+        let store = MemoryStore()
+        let cache = StateCache(reader: try store.makeReader(), capacity: 1000, byteCapacity: 64 << 10)
+        let data: JSONObject = ["text": .string(String(repeating: "y", count: 30_000))]
+        for i in 1...4 {
+            cache.apply(Self.change(RecordState(name: "p/\(i)", version: 1, seq: Int64(i), created: 1, updated: 1,
+                                                data: data, dataBytes: JSONValue.object(data).serialized())))
+        }
+        cache.committed(through: 2)
+        #expect(cache.records[ByteKey("p/3")] != nil && cache.records[ByteKey("p/4")] != nil)
+        #expect(cache.bytes > 64 << 10, "two pinned 60 KiB entries are over the bound and stay")
+        cache.committed(through: 4)
+        #expect(cache.bytes <= 64 << 10)
+    }
+
+    /// One hot record rewritten over and over: the queue of clean entries
+    /// stays near the number of entries, not near twice the capacity
+    /// (which let it grow to 400,000 items, 10 MiB, for a single record).
+    @Test func aHotRecordDoesNotGrowTheCleanQueue() throws {
+        let store = MemoryStore()
+        let cache = StateCache(reader: try store.makeReader(), capacity: 200_000)
+        var longest = 0
+        for seq in Int64(1)...20_000 {
+            cache.apply(Self.change(Self.record("hot", Int(seq), seq: seq)))
+            cache.committed(through: seq)
+            longest = max(longest, cache.cleanQueueCount)
+        }
+        #expect(cache.records.count == 1)
+        #expect(longest <= 2 * 1 + 4097)
+    }
 }

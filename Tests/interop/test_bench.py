@@ -1,7 +1,8 @@
 """`tally bench fanout` in miniature: the brokers take turns in rounds and
-each row pools its broker's rounds (README "Benchmarks", BENCHMARKS.md); and
-`scripts/device-writes-per-set.py`, which counts a build's device requests
-per durable set.
+each row pools its broker's rounds (README "Benchmarks", BENCHMARKS.md);
+`tally bench soak` in miniature: RSS over time, the summary, every push
+checked; and `scripts/device-writes-per-set.py`, which counts a build's
+device requests per durable set.
 
 Tiny loads (3 subscribers, 20 updates/s, well under a second per round) on
 127.0.0.1: these check what the command reports, not how fast anything is.
@@ -104,3 +105,62 @@ def test_device_writes_per_set_refuses_bad_arguments(args, complaint):
     assert result.returncode == 2, result
     assert complaint in result.stderr, result.stderr
     assert "| binary |" not in result.stdout
+
+
+def soak_tables(out: str) -> tuple[list[list[str]], list[list[str]]]:
+    """The two tables `tally bench soak` prints: RSS over time, then the summary."""
+    tables: list[list[list[str]]] = [[]]
+    for line in out.splitlines():
+        if not line.strip():
+            if tables[-1]:
+                tables.append([])
+            continue
+        if line.startswith("|-"):
+            continue
+        tables[-1].append([c.strip() for c in line.strip().strip("|").split("|")])
+    tables = [t for t in tables if t]
+    assert len(tables) == 2, out
+    return tables[0], tables[1]
+
+
+def test_soak_prints_rss_over_time_and_a_summary_and_checks_every_push():
+    # Every kind of client: both kinds of writer, record and prefix
+    # subscribers, and clients that leave and resume twice a second or so.
+    result = run_tally(["bench", "soak", "--seconds", "6", "--writers", "2", "--rate", "40",
+                        "--subscribers", "6", "--reconnecting", "3", "--reconnect-every", "1-1.5",
+                        "--interval", "1"], None, TIMEOUT)
+    assert result.rc == 0, result
+    over_time, summary = soak_tables(result.out)
+    assert over_time[0] == ["time (s)", "RSS (MiB)", "writes", "pushes", "resumes"], result.out
+    rows = over_time[1:]
+    assert [r[0] for r in rows] == ["0", "1", "2", "3", "4", "5", "6", "clients gone"], result.out
+    timed = rows[:-1]
+    assert all(float(r[1]) > 1 for r in rows), "the hub's RSS is read, in MiB"
+    writes = [int(r[2]) for r in timed]
+    pushes = [int(r[3]) for r in timed]
+    assert writes[0] == 0 and writes == sorted(writes) and 180 <= writes[-1] <= 300, result.out
+    assert pushes == sorted(pushes) and pushes[-1] > writes[-1], "subscribers see more pushes than there are writes"
+    assert int(timed[-1][4]) >= 3, "every reconnecting client resumed at least once"
+
+    assert summary[0] == ["RSS start (MiB)", "RSS half (MiB)", "RSS end (MiB)", "growth 2nd half (%)",
+                          "max RSS (MiB)", "writes/s", "pushes", "resumes", "hub CPU (s)", "errors"], result.out
+    start, half, end, growth, peak, rate, total_pushes, resumes, cpu, errors = summary[1]
+    assert (start, half, end) == (timed[0][1], timed[3][1], timed[-1][1]), result.out
+    assert abs(float(growth) - (float(end) - float(half)) * 100 / float(half)) < 0.2, result.out
+    assert float(peak) >= max(float(start), float(end)), result.out
+    assert 30 <= float(rate) <= 50, result.out
+    assert int(total_pushes) >= pushes[-1] and int(resumes) >= 3 and float(cpu) > 0, result.out
+    assert errors == "0", result.err
+
+
+@pytest.mark.parametrize("args, complaint", [
+    (["--seconds", "0"], "--seconds"),
+    (["--reconnect-every", "5"], "--reconnect-every"),
+    (["--url", "ws://127.0.0.1:1/v1/ws"], "--url and --hub-pid go together"),
+])
+def test_soak_refuses_bad_arguments(args, complaint):
+    result = run_tally(["bench", "soak", *args], None, 15.0)
+    assert result.rc == 2, result
+    assert complaint in result.err, result
+    assert result.out == "", result
+

@@ -201,7 +201,7 @@ def test_the_schema_is_a_2020_12_schema(schema):
     Draft202012Validator.check_schema(schema)
     assert schema["additionalProperties"] is False
     assert set(schema["properties"]) == {"host", "port", "threads", "data", "durability", "retention",
-                                         "maxRecordSize", "maxMessageSize", "maxBlobSize", "blobQuota", "echo",
+                                         "maxRecordSize", "maxMessageSize", "maxBlobSize", "blobQuota", "cacheSize", "echo",
                                          "allowOrigins", "allowHosts", "maxSubscriptions",
                                          "maxUnauthenticated", "users", "roles", "workflows"}
 
@@ -379,7 +379,8 @@ def test_the_hub_starts_with_the_example(tmp_path):
             ana.ok("advance", name="repairs/r1", to="scrapped", reason="motor burnt out")
             stats = root.ok("get", name="stats/repairs")["data"]
             assert stats["counts"] == {"reported": 0, "diagnosed": 0, "fixed": 0, "scrapped": 1}
-            assert root.ok("get", list="repairs")["entries"] == ["repairs/r1"]
+            # The list holds open repairs: a scrapped one has left it.
+            assert root.ok("get", list="repairs")["entries"] == []
     finally:
         assert hub.stop() == 0
 
@@ -419,6 +420,7 @@ BAD_CONFIGS = [
     ("record-size", {"maxRecordSize": 0}, "$.maxRecordSize", None),
     ("message-size", {"maxMessageSize": 1073741825}, "$.maxMessageSize", None),
     ("blob-size", {"maxBlobSize": "16M"}, "$.maxBlobSize", None),
+    ("cache-size", {"cacheSize": 1048575}, "$.cacheSize", None),
     ("users-type", {"users": {"ana": "staff"}}, "$.users", None),
     ("user-type", {"users": ["ana"]}, "$.users[0]", None),
     ("user-no-token", {"users": [_user()]}, "$.users[0]", None),
@@ -511,11 +513,11 @@ def test_a_file_that_is_not_json_is_refused(tmp_path):
 EDGE_CONFIGS = [
     ("lowest", {"host": "127.0.0.1", "port": 0, "threads": 1, "data": "d", "durability": "off",
                 "retention": {"changes": 1, "bytes": 1, "ageSeconds": 0.001},
-                "maxRecordSize": 1, "maxMessageSize": 1, "maxBlobSize": 1, "blobQuota": 1}),
+                "maxRecordSize": 1, "maxMessageSize": 1, "maxBlobSize": 1, "blobQuota": 1, "cacheSize": 1048576}),
     ("highest", {"port": 65535, "threads": 256,
                  "retention": {"changes": 2147483647, "bytes": 1099511627776, "ageSeconds": 315360000},
                  "maxRecordSize": 1073741824, "maxMessageSize": 1073741824, "maxBlobSize": 1073741824,
-                 "blobQuota": 1099511627776}),
+                 "blobQuota": 1099511627776, "cacheSize": 1099511627776}),
     ("empty-members", {"retention": {}, "users": [], "roles": {}, "workflows": {}, "allowOrigins": [],
                        "allowHosts": []}),
     ("browsers-and-caps", {"echo": False, "allowOrigins": ["https://app.example:8443", "http://10.0.0.5"],

@@ -433,6 +433,8 @@ def test_advance_inside_write(tally, client, sync_client):
     client.ok("advance", name=b, to="ready")
     watcher = sync_client(tally)
     start = watcher.ok("subscribe", prefix="")["seq"]
+    # The delivered order leaves the list in the same change set.
+    watcher.ok("subscribe", list="orders")
 
     reply = client.ok("write", ops=[
         {"op": "advance", "name": a, "to": "in-progress", "reason": "batch"},
@@ -451,6 +453,9 @@ def test_advance_inside_write(tally, client, sync_client):
     seqs = [p["seq"] for p in pushes]
     assert seqs == list(range(start + 1, start + 1 + len(pushes))) and seqs[-1] == reply["seq"], \
         [p.message for p in pushes]
+    assert [p.get("name") or "list:" + p["list"] for p in pushes][-2:] == ["list:orders", "stats/orders"], \
+        [p.message for p in pushes]
+    assert client.ok("get", list="orders")["entries"] == [a]
     assert stats(client)["data"]["counts"] == {**empty_counts(ORDER_STAGES), "in-progress": 1, "delivered": 1}
 
     # One refused advance refuses the whole write.
@@ -644,7 +649,8 @@ def test_delivery_with_too_little_stock_is_refused_and_changes_nothing(tally, cl
     assert sorted(p["name"] for p in pushes) == sorted([name, item]), [p.message for p in pushes]
     _, _, changes = all_changes(tally, since=head)
     assert [c["seq"] for c in changes] == list(range(head + 1, head + 1 + len(changes)))
-    assert sorted(c["name"] for c in changes) == sorted([name, item, "stats/orders"]), changes
+    # The order, its item's stock, the order leaving the open-orders list, the stats.
+    assert [c.get("name") or "list:" + c["list"] for c in changes] == [name, item, "list:orders", "stats/orders"], changes
     assert reply["seq"] in [c["seq"] for c in changes]
     item_push = next(p for p in pushes if p["name"] == item)
     if item_push["kind"] == "setPath":
@@ -799,7 +805,9 @@ def test_stats_equal_a_recount_after_1000_concurrent_random_advances(tally, clie
         if envelopes[name]["data"]["stage"] == "delivered":
             stock += qty if kind == "receive" else -qty
     assert record(client, item)["data"]["stock"] == stock
-    assert client.ok("get", list="orders")["entries"] == [f"orders/r{i:02d}" for i in range(50)]
+    # The list holds the open orders, in the order they were made.
+    assert client.ok("get", list="orders")["entries"] == \
+        [n for n in (f"orders/r{i:02d}" for i in range(50)) if envelopes[n]["data"]["stage"] not in ORDER_TERMINAL]
 
 
 # --------------------------------------------------------------------------
