@@ -1,8 +1,9 @@
 """`tally bench fanout` in miniature: the brokers take turns in rounds and
 each row pools its broker's rounds (README "Benchmarks", BENCHMARKS.md);
 `tally bench soak` in miniature: RSS over time, the summary, every push
-checked; and `scripts/device-writes-per-set.py`, which counts a build's
-device requests per durable set.
+checked; `scripts/device-writes-per-set.py`, which counts a build's
+device requests per durable set; and `scripts/bench-hardening.py`, what
+hostile clients cost a hub.
 
 Tiny loads (3 subscribers, 20 updates/s, well under a second per round) on
 127.0.0.1: these check what the command reports, not how fast anything is.
@@ -164,3 +165,31 @@ def test_soak_refuses_bad_arguments(args, complaint):
     assert complaint in result.err, result
     assert result.out == "", result
 
+
+
+def run_hardening(*args: str) -> subprocess.CompletedProcess:
+    script = REPO / "scripts" / "bench-hardening.py"
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def test_hardening_prints_one_row_per_binary():
+    result = run_hardening(str(TALLY_BIN), "--seconds", "1")
+    assert result.returncode == 0, result
+    rows = [line for line in result.stdout.splitlines() if line.startswith(f"| {TALLY_BIN} |")]
+    assert len(rows) == 1, result.stdout
+    uploads, taken, grown = (cell.strip() for cell in rows[0].strip("|").split("|")[1:])
+    assert uploads.endswith(" MiB") and grown.endswith(" MiB"), rows[0]
+    assert float(uploads.split()[0]) < 10, "refused uploads are not read"
+    assert int(taken.replace(",", "")) > 0, rows[0]
+
+
+@pytest.mark.parametrize("args, complaint", [
+    (["--seconds", "0"], "--seconds"),
+    (["/nonexistent/tally"], "is not an executable"),
+])
+def test_hardening_refuses_bad_arguments(args, complaint):
+    binaries = [] if args[0].startswith("/nonexistent") else [str(TALLY_BIN)]
+    result = run_hardening(*binaries, *args)
+    assert result.returncode == 2, result
+    assert complaint in result.stderr, result.stderr
+    assert "| binary |" not in result.stdout
