@@ -66,7 +66,7 @@ extension HubCore {
             if let token = hello.token {
                 session.actor = authenticator.actor(token: token)
             }
-            session.authenticated(metrics)
+            session.stopWaitingForToken(metrics)
             guard session.actor != nil else {
                 let problem = hello.token == nil ? "this hub needs a token: send it in hello as \"token\"" : "the token is not one this hub knows"
                 answer(session, id: id, error: ProtocolError(.unauthorized, problem))

@@ -317,7 +317,7 @@ public final class HubCore: @unchecked Sendable {
 
     private func close(_ session: Session) {
         guard session.slot >= 0 else { return }
-        session.authenticated(metrics)
+        session.stopWaitingForToken(metrics)
         registry.releaseSubscriber(session.slot)
         sessions[session.slot] = nil
         session.slot = -1

@@ -45,7 +45,7 @@ final class Session: @unchecked Sendable {
     }
 
     /// No longer counted as unauthenticated: it authenticated or closed.
-    func authenticated(_ metrics: HubMetrics) {
+    func stopWaitingForToken(_ metrics: HubMetrics) {
         guard countedUnauthenticated else { return }
         countedUnauthenticated = false
         metrics.unauthenticated.subtract(1, ordering: .relaxed)
