@@ -383,9 +383,15 @@ public struct WebSocketDecoder {
             // an idle connection holds no zlib memory.
             let peer = role.peer
             let keepsContext = !(deflate?.noContextTakeover(sentBy: peer) ?? true)
+            // Always the largest window, whatever bound the sender agreed to
+            // (RFC 7692 §7.1.2 bounds the compressor's window; a larger one
+            // on the receiving side reads the same data). With the agreed
+            // window, zlib takes a back-reference past it when the bytes are
+            // still in its output buffer and refuses it when they are not,
+            // so a peer's out-of-bounds reference failed one way read whole
+            // and another read in pieces (found by the frame fuzzer).
             do {
-                inflater = try Inflater(windowBits: deflate?.maxWindowBits(sentBy: peer) ?? 15,
-                                        keepsContext: keepsContext)
+                inflater = try Inflater(windowBits: 15, keepsContext: keepsContext)
             } catch {
                 return WebSocketFailure(code: .internalError, reason: "cannot start inflate: \(error.description)")
             }

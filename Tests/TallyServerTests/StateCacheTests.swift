@@ -86,7 +86,9 @@ struct StateCacheTests {
         }
         cache.committed(through: seq)
         #expect(cache.bytes <= 256 << 10)
-        #expect(cache.records.count > 10, "the bound leaves room for the small ones")
+        // Array capacities follow the allocator (malloc_usable_size), so under
+        // ThreadSanitizer, whose allocator rounds up further, fewer fit (8).
+        #expect(cache.records.count > 5, "the bound leaves room for the small ones")
     }
 
     /// A failed commit drops the uncommitted states, and their bytes with them.

@@ -158,6 +158,23 @@ import Testing
         #expect(result.failure?.code == .messageTooBig, "\(String(describing: result.failure))")
     }
 
+    /// Found by the fuzzer: a server that negotiated a 9-bit window sent a
+    /// back-reference longer than 512 bytes. Inflated whole, zlib copied it
+    /// from its output buffer (which holds more than the window) and the
+    /// message failed on the UTF-8 that came out; a byte at a time, the
+    /// bytes were no longer in the 512-byte window and it failed as corrupt.
+    /// The receiver now inflates with the largest window whatever the
+    /// sender's bound, so the verdict does not depend on the cutting.
+    @Test func aDistancePastTheNegotiatedWindowFailsTheSameEveryWay() {
+        // Text, RSV1, FIN, 16-bit length 0xd2d2; the payload is cut short.
+        let wire = hex("c1 7e" + String(repeating: " d2", count: 29) + String(repeating: " c3", count: 40) + " ab"
+                       + String(repeating: " c3", count: 17) + String(repeating: " 46", count: 66) + " c3"
+                       + String(repeating: " d2", count: 9) + " 2e d3 27 07")
+        let small = PerMessageDeflateParameters(serverMaxWindowBits: 9, clientMaxWindowBits: 9, minimumSize: 0)
+        let result = decodeEveryWay(wire, maxMessageSize: 1 << 20, deflate: small)
+        #expect(result.failure?.code == .invalidPayload)
+    }
+
     // MARK: Memory
 
     @Test func inflaterIsAllocatedLazilyAndReleasedWithoutTakeover() {
