@@ -19,8 +19,11 @@ public struct CoreConfiguration: Sendable {
     /// Most records in a prefix subscription's snapshot.
     public var maxSnapshotRecords = 10_000
     /// Most subscriptions one connection may hold; more are refused with
-    /// `too_many_subscriptions`.
-    public var maxSubscriptionsPerConnection = 10_000
+    /// `too_many_subscriptions`. A subscription costs about 220 bytes (a
+    /// path subscription on a shared record, measured), so a connection at
+    /// the cap holds about 21 MiB; dropping 100,000 at a disconnect stalls
+    /// the core for about 20 ms (BENCHMARKS.md, "Hostile clients").
+    public var maxSubscriptionsPerConnection = 100_000
     /// Most WebSocket connections, hub-wide, that have not authenticated
     /// yet (a hub with users); more upgrades are refused with 503.
     public var maxUnauthenticatedConnections = 1_000

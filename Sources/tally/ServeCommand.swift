@@ -51,7 +51,7 @@ enum ServeCommand {
       --allow-host NAME        in open mode, also answer to Host NAME (default:
                                loopback names and addresses; with --open, any
                                address); repeatable
-      --max-subscriptions N    subscriptions per connection (default 10000)
+      --max-subscriptions N    subscriptions per connection (default 100000)
       --max-unauthenticated N  WebSocket connections that have not sent a valid
                                token yet, hub-wide (default 1000)
       --no-compression         refuse permessage-deflate
