@@ -312,6 +312,7 @@ final class Connection: EventSource {
     func pauseReading() {
         guard !readPaused else { return }
         readPaused = true
+        loop.metrics.add(.httpReadPauses)
         setWriteInterest(!outbound.isEmpty)
     }
 

@@ -5,7 +5,7 @@ import Synchronization
 public enum NetCounter: Int, CaseIterable, Sendable {
     case connectionsOpen, connectionsAccepted, webSocketsOpen, webSocketUpgrades, httpRequests
     case messagesIn, messagesOut, bytesIn, bytesOut
-    case slowConsumerDisconnects, protocolErrors, idleTimeouts, tlsHandshakeFailures
+    case slowConsumerDisconnects, protocolErrors, idleTimeouts, tlsHandshakeFailures, httpReadPauses
 
     /// Gauges go up and down; counters only up.
     var isGauge: Bool { self == .connectionsOpen || self == .webSocketsOpen }
@@ -25,6 +25,7 @@ public enum NetCounter: Int, CaseIterable, Sendable {
         case .protocolErrors: "tally_protocol_errors_total"
         case .idleTimeouts: "tally_idle_timeouts_total"
         case .tlsHandshakeFailures: "tally_tls_handshake_failures_total"
+        case .httpReadPauses: "tally_http_read_pauses_total"
         }
     }
 
@@ -43,6 +44,7 @@ public enum NetCounter: Int, CaseIterable, Sendable {
         case .protocolErrors: "Connections closed for a protocol violation."
         case .idleTimeouts: "Connections closed by an idle, request or handshake timeout."
         case .tlsHandshakeFailures: "TLS handshakes that failed."
+        case .httpReadPauses: "Times an HTTP connection stopped reading until the client read its queued answers."
         }
     }
 }
@@ -50,7 +52,7 @@ public enum NetCounter: Int, CaseIterable, Sendable {
 /// The counters one loop updates. Atomic with relaxed ordering: each loop
 /// writes only its own set, so the adds are uncontended; readers sum loops.
 public final class LoopMetrics: Sendable {
-    private let values: InlineArray<13, Atomic<Int>> = InlineArray { _ in Atomic(0) }
+    private let values: InlineArray<14, Atomic<Int>> = InlineArray { _ in Atomic(0) }
 
     init() {
         // The unchecked index in `add` relies on one slot per counter.

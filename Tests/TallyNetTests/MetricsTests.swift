@@ -7,7 +7,7 @@ let metricNames = [
     "tally_websocket_upgrades_total", "tally_http_requests_total", "tally_messages_in_total",
     "tally_messages_out_total", "tally_bytes_in_total", "tally_bytes_out_total",
     "tally_slow_consumer_disconnects_total", "tally_protocol_errors_total", "tally_idle_timeouts_total",
-    "tally_tls_handshake_failures_total",
+    "tally_tls_handshake_failures_total", "tally_http_read_pauses_total",
 ]
 
 /// The value of `name` in a Prometheus text exposition.
