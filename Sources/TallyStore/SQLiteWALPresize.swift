@@ -11,13 +11,14 @@ import CSQLite
 /// `scripts/device-writes-per-set.py`, 300 sets at 100/s on a fresh hub,
 /// counted 3.0–3.9 writes (the flush included) and 0.1–0.5 discards per set
 /// on a growing WAL, and a steady 3.0 and none inside a presized one; hub
-/// CPU per delivered durable update fell by about a tenth (BENCHMARKS.md,
-/// "WAL sized at open"). Once a checkpoint has copied everything, the next
-/// writer starts the WAL over from its beginning and overwrites it without
-/// truncating it (sqlite.org/wal.html, "Checkpointing"), so a busy store
-/// reaches the cheap case on its own — but only after its first checkpoint
-/// (1,000 pages: minutes at a stock room's write rate), and the close's
-/// TRUNCATE checkpoint sends every restart back to an empty file.
+/// CPU per delivered durable update fell by about a tenth (commit 2c2f288;
+/// BENCHMARKS.md, "What a durable update costs"). Once a checkpoint has
+/// copied everything, the next writer starts the WAL over from its
+/// beginning and overwrites it without truncating it (sqlite.org/wal.html,
+/// "Checkpointing"), so a busy store reaches the cheap case on its own —
+/// but only after its first checkpoint (1,000 pages: minutes at a stock
+/// room's write rate), and the close's TRUNCATE checkpoint sends every
+/// restart back to an empty file.
 ///
 /// The zeros written past the end are never taken for frames: a frame is
 /// valid only when its salts match the WAL header's and its checksum matches
