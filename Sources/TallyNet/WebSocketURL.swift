@@ -57,18 +57,5 @@ public struct WebSocketURL: Sendable, Equatable {
     /// Whether the host is a loopback address (tokens may go there in clear text).
     /// Only literal addresses count (a DNS name such as `127.attacker.example`
     /// is not loopback, whatever its first label says).
-    public var isLoopback: Bool {
-        if host.lowercased() == "localhost" { return true }
-        var v4 = in_addr()
-        if inet_pton(AF_INET, host, &v4) == 1 {
-            return UInt32(bigEndian: v4.s_addr) >> 24 == 127
-        }
-        var v6 = in6_addr()
-        if inet_pton(AF_INET6, host, &v6) == 1 {
-            var loopback = in6_addr()
-            _ = inet_pton(AF_INET6, "::1", &loopback)
-            return withUnsafeBytes(of: v6) { a in withUnsafeBytes(of: loopback) { b in a.elementsEqual(b) } }
-        }
-        return false
-    }
+    public var isLoopback: Bool { HostLiteral.isLoopback(host) }
 }

@@ -1,4 +1,5 @@
 import TallyHTTP
+import TallyNet
 import TallyProtocol
 
 /// Which browser requests the hub takes: the checks that keep a web page the
@@ -143,24 +144,7 @@ public struct BrowserGuard: Sendable {
         return name == "localhost" || name.hasSuffix(".localhost")
     }
 
-    static func isLoopbackAddress(_ name: String) -> Bool {
-        if let octets = ipv4(name) { return octets[0] == 127 }
-        return name == "::1" || name == "0:0:0:0:0:0:0:1"
-    }
+    static func isLoopbackAddress(_ name: String) -> Bool { HostLiteral.isLoopbackAddress(name) }
 
-    static func isAddressLiteral(_ name: String) -> Bool {
-        ipv4(name) != nil || (name.contains(":") && name.allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." })
-    }
-
-    /// Dotted-quad IPv4, or nil.
-    static func ipv4(_ name: String) -> [Int]? {
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4 else { return nil }
-        var octets: [Int] = []
-        for part in parts {
-            guard !part.isEmpty, part.count <= 3, part.allSatisfy(\.isASCII), let value = Int(part), value <= 255 else { return nil }
-            octets.append(value)
-        }
-        return octets
-    }
+    static func isAddressLiteral(_ name: String) -> Bool { HostLiteral.isAddress(name) }
 }

@@ -59,11 +59,5 @@ struct HubAccess {
 
     /// Literal loopback hosts only: a name that merely resolves to loopback
     /// could resolve elsewhere tomorrow.
-    static func isLoopback(_ host: String) -> Bool {
-        let lower = host.lowercased()
-        if lower == "localhost" || lower == "::1" || lower == "0:0:0:0:0:0:0:1" { return true }
-        var address = in_addr()
-        guard inet_pton(AF_INET, lower, &address) == 1 else { return false }
-        return UInt32(bigEndian: address.s_addr) >> 24 == 127
-    }
+    static func isLoopback(_ host: String) -> Bool { HostLiteral.isLoopback(host) }
 }
