@@ -59,6 +59,7 @@ extension SubscriptionTarget {
         case .list(let name): ["list": .string(name)]
         case .prefix(let prefix): ["prefix": .string(prefix)]
         case .topic(let topic): ["topic": .string(topic)]
+        case .query(let query): ["query": query.json]
         }
     }
 
@@ -88,6 +89,7 @@ extension SubscriptionTarget {
         case .list(let name): "list:\(name)"
         case .prefix(let prefix): "prefix:\(prefix)"
         case .topic(let topic): "topic:\(topic)"
+        case .query(let query): "query:\(query)"
         }
     }
 }

@@ -69,7 +69,7 @@ extension MirrorSync {
                 try store.setCursor(target.key, snapshot.seq)
                 try noteSeq(snapshot.list?.seq ?? 0)
             }
-        case .path, .topic:
+        case .path, .topic, .query:
             break
         }
     }

@@ -18,6 +18,9 @@ public struct CoreConfiguration: Sendable {
     public var cacheBytes = 16 << 20
     /// Most records in a prefix subscription's snapshot.
     public var maxSnapshotRecords = 10_000
+    /// Record indexes beyond the built-in ones (each workflow's stage
+    /// field and `owner`), for live queries on other paths.
+    public var indexes: [RecordIndex] = []
     /// Most subscriptions one connection may hold; more are refused with
     /// `too_many_subscriptions`. A subscription costs about 220 bytes (a
     /// path subscription on a shared record, measured), so a connection at
@@ -142,6 +145,11 @@ public final class HubCore: @unchecked Sendable {
     private var answeringSync = false
     /// Per workflow prefix, built by a recount on first use.
     var workflowStats: [String: WorkflowStats] = [:]
+    /// The record indexes the store keeps (built-in and configured).
+    let recordIndexes: [RecordIndex]
+    /// Live queries with subscribers, and the id the next new one gets.
+    var liveQueries: [Query: LiveQueryState] = [:]
+    var nextQueryID: Int64 = 1
     /// Item lookup codes for resolve, built on first use.
     var itemCodes: [String: Set<String>]?
     /// Failed commits since the last success, for rate-limited logs.
@@ -158,6 +166,10 @@ public final class HubCore: @unchecked Sendable {
         self.logger = logger
         self.engine = Engine(limits: configuration.limits)
         let reader = try store.makeReader()
+        var indexes = RecordIndex.defaults(for: configuration.planner.workflows.workflows)
+        for index in configuration.indexes where !indexes.contains(index) { indexes.append(index) }
+        recordIndexes = indexes
+        try Self.prepareIndexes(indexes, store: store, reader: reader, logger: logger)
         let bounds = try reader.sequenceBounds()
         headSeq = bounds.head
         committedSeq = bounds.head
@@ -321,7 +333,9 @@ public final class HubCore: @unchecked Sendable {
     private func close(_ session: Session) {
         guard session.slot >= 0 else { return }
         session.stopWaitingForToken(metrics)
+        let targets = liveQueries.isEmpty ? [] : registry.subscriptions(of: session.slot)
         registry.releaseSubscriber(session.slot)
+        dropUnusedQueries(targets)
         sessions[session.slot] = nil
         session.slot = -1
         if session.saidHello { metrics.clients.subtract(1, ordering: .relaxed) }
