@@ -70,6 +70,20 @@ export class Subscription {
         break;
       }
       case "query": {
+        if (reply.delta === true) { // a resume: what changed while away
+          const set = { seq: reply.seq, entered: [], changed: [], left: [] };
+          for (const record of reply.records || []) {
+            (this.value.has(record.name) ? set.changed : set.entered).push(record.name);
+            this.value.set(record.name, record);
+          }
+          for (const name of reply.left || []) if (this.value.delete(name)) set.left.push(name);
+          this.queryId = reply.query;
+          this.seq = Math.max(this.seq, reply.seq);
+          this.active = true;
+          this.lastSnapshot = { seq: reply.seq, resnapshot: false };
+          if (set.entered.length || set.changed.length || set.left.length) this.notify(set);
+          return;
+        }
         const records = new Map((reply.records || []).map((record) => [record.name, record]));
         let more = reply.more === true;
         let after = reply.records?.length ? reply.records[reply.records.length - 1].name : undefined;

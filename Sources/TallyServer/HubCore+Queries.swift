@@ -189,12 +189,20 @@ extension HubCore {
     }
 
     /// Subscribes to a query: the reply carries the query's id (which its
-    /// pushes carry) and the result, or its first page. A resume (`since`)
-    /// is answered with the result as it is now (`resnapshot`): it is
-    /// bounded by the result, and a client replaces what it held.
+    /// pushes carry) and the result, or its first page.
+    ///
+    /// A resume (`since`) of an unlimited query answers what changed since
+    /// from the log (`delta`: the records changed since that are in the
+    /// result now, the names changed since that are not), so it costs the
+    /// changes missed, not the result; when the log no longer reaches back,
+    /// the result with `resnapshot`. A limited query answers its whole
+    /// result (at most `limit` records), which replaces what the client held.
     func subscribeQuery(_ query: Query, since: Int64?, id: JSONValue?, session: Session) throws(ProtocolError) {
         let head = headSeq
-        let (records, more) = try queryRecords(query, after: nil, pageLimit: configuration.maxSnapshotRecords)
+        let delta = query.limit == nil ? try since.flatMap { since throws(ProtocolError) in try queryDelta(query, since: since) } : nil
+        var records: [RecordState] = []
+        var more = false
+        if delta == nil { (records, more) = try queryRecords(query, after: nil, pageLimit: configuration.maxSnapshotRecords) }
         registry.add(.query(query), slot: session.slot)
         metrics.subscriptions.store(registry.count, ordering: .relaxed)
         var state = liveQueries[query] ?? LiveQueryState(id: nextQueryID, result: nil)
@@ -206,10 +214,47 @@ extension HubCore {
         answer(session, id: id, after: head) { writer in
             writer.int("seq", head)
             writer.int("query", state.id)
-            writer.rawArray("records", records.map { $0.envelope() })
-            writer.bool("more", more)
-            if since != nil { writer.bool("resnapshot", true) }
+            if let delta {
+                writer.bool("delta", true)
+                writer.rawArray("records", delta.records.map { $0.envelope() })
+                writer.value("left", .array(delta.left.map(JSONValue.string)))
+                writer.bool("more", false)
+            } else {
+                writer.rawArray("records", records.map { $0.envelope() })
+                writer.bool("more", more)
+                if since != nil, query.limit == nil { writer.bool("resnapshot", true) }
+            }
         }
+    }
+
+    /// What changed under the query's prefix since `since`, as it stands
+    /// now: the changed records in the result, the changed names not in it.
+    /// Nil when the log cannot answer (see `canReplay`, `maxReplayChanges`).
+    func queryDelta(_ query: Query, since: Int64) throws(ProtocolError) -> (records: [RecordState], left: [String])? {
+        let floor: Int64
+        do { floor = try cache.reader.sequenceBounds().floor } catch { throw .storage(error) }
+        guard canReplay(since: since, floor: floor) else { return nil }
+        let limit = configuration.maxReplayChanges + 1
+        let stored: [StoredChange]
+        do { stored = try cache.reader.changes(after: since, prefix: query.prefix, limit: limit) } catch { throw .storage(error) }
+        guard stored.count < limit else { return nil }
+        var names = stored.map(\.name)
+        let last = stored.last?.seq ?? since
+        for change in uncommitted where change.seq > last {
+            if case .record = change.target, change.name.hasBytePrefix(query.prefix) { names.append(change.name) }
+        }
+        var seen = Set<ByteKey>()
+        var records: [RecordState] = []
+        var left: [String] = []
+        for name in names where seen.insert(ByteKey(name)).inserted {
+            if let record = try cache.record(name), query.matches(record.data) {
+                records.append(record)
+            } else {
+                left.append(name)
+            }
+        }
+        guard records.count + left.count < limit else { return nil }
+        return (records, left)
     }
 
     /// Forgets the state of queries nobody subscribes to any more.

@@ -212,7 +212,7 @@ def test_two_clients_with_one_query_share_its_id(tally, client, sync_client):
     assert first == second
 
 
-def test_resume_after_a_restart_answers_the_result_as_it_is(tally_factory, sync_client):
+def test_resume_after_a_restart_answers_exactly_what_changed(tally_factory, sync_client):
     hub = tally_factory()
     writer = sync_client(hub, hello={"client": "w"})
     item = new_item(writer)
@@ -220,22 +220,40 @@ def test_resume_after_a_restart_answers_the_result_as_it_is(tally_factory, sync_
     gone = new_order(writer, item)
     watcher = sync_client(hub)
     seq = watcher.ok("subscribe", query=OPEN_QUERY)["seq"]
+    limited = {"prefix": "orders/", "where": {"stage": OPEN}, "limit": 2}
+    watcher.ok("subscribe", query=limited)
     writer.close()
     watcher.close()
     hub = tally_factory.restart(hub)
     writer = sync_client(hub, hello={"client": "w"})
     deliver(writer, gone)
     fresh = new_order(writer, item)
+    writer.ok("set", name=f"notes/{uid()}", data={"stage": "received"})  # outside the prefix
     watcher = SyncClient(hub, hello={"since": seq})
     try:
         reply = watcher.ok("subscribe", query=OPEN_QUERY)
-        assert reply["resnapshot"] is True, reply
-        assert sorted(r["name"] for r in reply["records"]) == sorted([kept, fresh])
+        # What changed while away, not the whole result: `kept` did not change.
+        assert reply["delta"] is True and "resnapshot" not in reply, reply
+        assert [r["name"] for r in reply["records"]] == [fresh], reply
+        assert reply["left"] == [gone], reply
+        # A limited query answers its whole result, which replaces the old one.
+        top = watcher.ok("subscribe", query=limited)
+        assert "resnapshot" not in top and "delta" not in top, top
+        assert [r["name"] for r in top["records"]] == [fresh, kept], top
         deliver(writer, kept)
         pushes = query_pushes(watcher)
-        assert [p.get("left") for p in pushes][-1] == [kept], pushes
+        assert [p.get("left") for p in pushes if p["query"] == reply["query"]][-1] == [kept], pushes
     finally:
         watcher.close()
+
+
+def test_a_resume_the_log_cannot_answer_is_a_fresh_result(tally, client, sync_client):
+    item = new_item(client)
+    name = new_order(client, item)
+    head = client.head()
+    reply = client.ok("subscribe", query=OPEN_QUERY, since=head + 1000)
+    assert reply["resnapshot"] is True and "delta" not in reply, reply
+    assert [r["name"] for r in reply["records"]] == [name]
 
 
 def test_concurrent_writers_lose_and_duplicate_no_push(tally, client, sync_client):
