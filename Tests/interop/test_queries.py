@@ -346,3 +346,28 @@ def test_a_client_sees_only_its_own_orders_and_is_refused_everyone_elses(hub):
         carls = carl.ok("subscribe", query={**OPEN_QUERY, "own": True})
         assert carls["query"] != reply["query"]
         assert sorted(r["name"] for r in carls["records"]) == sorted([theirs, other])
+
+
+def test_a_configured_index_answers_queries_on_its_path_and_is_built_once(tally_factory, sync_client):
+    """`indexes` in the config: a query on another path works once the hub
+    has the index; the index is built from the records already there when
+    the hub first starts with it."""
+    from authlib import write_config
+    plain = tally_factory()
+    writer = sync_client(plain, hello={"client": "w"})
+    for n, place in enumerate(["A-1", "B-2", "A-1"]):
+        writer.ok("set", name=f"items/i{n}", data={"location": place})
+    writer.fail("get", "bad_field", query={"prefix": "items/", "where": {"location": ["A-1"]}})
+    writer.close()
+    assert plain.stop() == 0
+    config = write_config(tally_factory.tmp_path, {"indexes": [{"prefix": "items/", "path": "location"}]})
+    hub = tally_factory("--config", str(config), "--data", str(plain.data_dir))
+    assert "event=index.built prefix=items/ path=location records=3" in hub.stderr()
+    client = sync_client(hub)
+    reply = client.ok("subscribe", query={"prefix": "items/", "where": {"location": ["A-1"]}})
+    assert [r["name"] for r in reply["records"]] == ["items/i0", "items/i2"]
+    client.ok("set", name="items/i1", path="location", value="A-1")
+    pushes = query_pushes(client)
+    assert [r["name"] for p in pushes for r in p.get("entered", [])] == ["items/i1"], pushes
+    hub = tally_factory.restart(hub)
+    assert "index.built" not in hub.stderr(), "built once, not at every start"
