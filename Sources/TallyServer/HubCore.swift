@@ -76,6 +76,8 @@ public final class HubCore: @unchecked Sendable {
         case system([Write], atomic: Bool, Actor, @Sendable (Result<JSONObject, ProtocolError>) -> Void)
         /// Reads records under a prefix from inside the hub.
         case scan(String, @Sendable ([RecordState]) -> Void)
+        /// Reads a live query's first 1000 records from inside the hub.
+        case query(Query, @Sendable ([RecordState]) -> Void)
     }
 
     enum Output {
@@ -261,6 +263,11 @@ public final class HubCore: @unchecked Sendable {
         mailbox.post(.scan(prefix, done))
     }
 
+    /// The first 1000 records of a live query's result, delivered on the core thread.
+    public func query(_ query: Query, done: @escaping @Sendable ([RecordState]) -> Void) {
+        mailbox.post(.query(query, done))
+    }
+
     func nextSessionID() -> Int { sessionCounter.add(1, ordering: .relaxed).newValue }
 
     public static let wallClockMillis: @Sendable () -> Int64 = {
@@ -312,6 +319,8 @@ public final class HubCore: @unchecked Sendable {
                 }
             case .scan(let prefix, let done):
                 done((try? records(prefix: prefix, after: nil, limit: 1000).0) ?? [])
+            case .query(let query, let done):
+                done((try? queryRecords(query, after: nil, pageLimit: 1000).0) ?? [])
             }
         }
         for unit in units { store.submit(unit, wakeWriter: wakeWriter) }
@@ -498,7 +507,7 @@ extension HubCore.Input {
             case .subscribe(_, let since): since == nil
             case .hello, .get, .unsubscribe, .write, .publish, .report: true
             }
-        case .rest, .stop, .system, .scan: false
+        case .rest, .stop, .system, .scan, .query: false
         }
     }
 }
