@@ -224,6 +224,41 @@ extension HubStorageFaultTests {
 }
 
 /// A hub on a store of `kind` whose commits fail while `disk.isFull`.
+extension HubStorageFaultTests {
+    /// A limited live query's members live in the core: a delivery that
+    /// entered them and then failed to commit must leave them again, so the
+    /// delivery that succeeds later enters the result (and pushes the old
+    /// member out) instead of counting as a change to a member.
+    @Test(arguments: StoreKind.allCases)
+    func aLimitedQueryForgetsWhatAFailedCommitEntered(kind: StoreKind) throws {
+        let disk = DiskFault()
+        let directory = try TemporaryDirectory(prefix: "tally-faults")
+        try withFaultyHub(kind, disk: disk, directory: directory) { hub in
+            let writer = try hub.connect()
+            try writer.ok(#"{"op":"set","name":"items/x","data":{"stock":100}}"#)
+            for name in ["orders/a", "orders/c"] {
+                try writer.ok(#"{"op":"set","name":"\#(name)","data":{"item":"items/x","qty":1}}"#)
+                try writer.ok(#"{"op":"advance","name":"\#(name)","to":"in-progress"}"#)
+                try writer.ok(#"{"op":"advance","name":"\#(name)","to":"ready"}"#)
+            }
+            try writer.ok(#"{"op":"advance","name":"orders/a","to":"delivered"}"#)
+            let watcher = try hub.connect()
+            let query = #"{"prefix":"orders/","where":{"stage":["delivered"]},"limit":1}"#
+            let reply = try watcher.ok(#"{"op":"subscribe","query":\#(query)}"#)
+            #expect(reply["records"]?.arrayValue?.first?["name"] == "orders/a")
+
+            disk.isFull = true
+            #expect(try writer.request(#"{"op":"advance","name":"orders/c","to":"delivered"}"#).errorCode == "storage_failed")
+            disk.isFull = false
+            try writer.ok(#"{"op":"advance","name":"orders/c","to":"delivered"}"#)
+            let push = try watcher.push()
+            #expect(push["op"] == "query")
+            #expect(push["entered"]?.arrayValue?.first?["name"] == "orders/c", "\(push.text)")
+            #expect(push["left"] == ["orders/a"], "\(push.text)")
+        }
+    }
+}
+
 private func withFaultyHub(_ kind: StoreKind, disk: DiskFault, directory: TemporaryDirectory? = nil,
                            lending: LendingRule? = nil, _ body: (HubFixture) throws -> Void) throws {
     var hooks = disk.hooks
