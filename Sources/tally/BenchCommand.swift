@@ -73,6 +73,10 @@ enum BenchCommand {
     startup       fills a store with N records, stops the hub, then times
                   `tally serve` from exec to "listening" and to the first `get`
       --records N           records (default 1000000)
+      --orders              fill with N finished orders instead (created and
+                            advanced to delivered, 1000 per write); each start
+                            also times its first order creation, the first
+                            write that needs the workflow's stats
       --starts K            timed starts; the median is reported (default 3)
       --connections C       filling connections (default 4)
       --fill-durability M   --durability while filling (default full)
@@ -363,10 +367,11 @@ enum BenchCommand {
 
     private static func startup(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let a = try Arguments(args, command: "bench startup",
-                              valued: ["records", "starts", "connections", "fill-durability"], flags: ["help"])
+                              valued: ["records", "starts", "connections", "fill-durability"], flags: ["orders", "help"])
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench startup")
         var bench = BrokerStartupBenchmark()
+        if a.flag("orders") { bench.kind = .orders }
         bench.records = try a.int("records", in: 1...100_000_000) ?? 1_000_000
         bench.starts = try a.int("starts", in: 1...100) ?? 3
         bench.connections = try a.int("connections", in: 1...64) ?? 4
@@ -374,16 +379,26 @@ enum BenchCommand {
         raiseDescriptorLimit()
         do {
             let r = try bench.run(log: progress)
-            var rows: [[String]] = [["records", "store size (MiB)", "fill time (s)", "fill records/s", "hub CPU filling (s)",
-                                     "start", "exec → listening (ms)", "exec → first get (ms)", "RSS after get (MiB)"]]
+            let orders = bench.kind == .orders
+            var header = [orders ? "finished orders" : "records", "store size (MiB)", "fill time (s)",
+                          orders ? "fill orders/s" : "fill records/s", "hub CPU filling (s)", "start",
+                          "exec → listening (ms)", "exec → first get (ms)"]
+            if orders { header.append("exec → first order (ms)") }
+            header.append("RSS after get (MiB)")
+            var rows: [[String]] = [header]
             for (i, s) in r.starts.enumerated() {
-                rows.append([i == 0 ? String(r.records) : "", i == 0 ? format(Double(r.storeBytes) / 1_048_576, 1) : "",
-                             i == 0 ? format(r.fillSeconds, 1) : "", i == 0 ? format(Double(r.records) / r.fillSeconds, 0) : "",
-                             i == 0 ? format(r.fillCPUSeconds, 1) : "", String(i + 1),
-                             format(s.listeningSeconds * 1000, 1), format(s.firstGetSeconds * 1000, 1),
-                             s.rssKiB.map { format(Double($0) / 1024, 1) } ?? "n/a"])
+                var row = [i == 0 ? String(r.records) : "", i == 0 ? format(Double(r.storeBytes) / 1_048_576, 1) : "",
+                           i == 0 ? format(r.fillSeconds, 1) : "", i == 0 ? format(Double(r.records) / r.fillSeconds, 0) : "",
+                           i == 0 ? format(r.fillCPUSeconds, 1) : "", String(i + 1),
+                           format(s.listeningSeconds * 1000, 1), format(s.firstGetSeconds * 1000, 1)]
+                if orders { row.append(s.firstOrderSeconds.map { format($0 * 1000, 1) } ?? "n/a") }
+                row.append(s.rssKiB.map { format(Double($0) / 1024, 1) } ?? "n/a")
+                rows.append(row)
             }
-            rows.append(["", "", "", "", "", "median", format(r.medianListening * 1000, 1), format(r.medianFirstGet * 1000, 1), ""])
+            var median = ["", "", "", "", "", "median", format(r.medianListening * 1000, 1), format(r.medianFirstGet * 1000, 1)]
+            if orders { median.append(r.medianFirstOrder.map { format($0 * 1000, 1) } ?? "n/a") }
+            median.append("")
+            rows.append(median)
             print(renderTable(rows), terminator: "")
             return 0
         } catch {

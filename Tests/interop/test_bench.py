@@ -277,3 +277,18 @@ def test_history_refuses_bad_arguments(args, complaint):
     assert result.rc == 2, result
     assert complaint in result.err, result
     assert result.out == "", result
+
+
+def test_startup_with_finished_orders_times_the_first_order():
+    result = run_tally(["bench", "startup", "--orders", "--records", "300", "--starts", "2", "--connections", "2"],
+                       None, TIMEOUT)
+    assert result.rc == 0, result
+    (table,) = markdown_tables(result.out)
+    assert table[0] == ["finished orders", "store size (MiB)", "fill time (s)", "fill orders/s", "hub CPU filling (s)",
+                        "start", "exec → listening (ms)", "exec → first get (ms)", "exec → first order (ms)",
+                        "RSS after get (MiB)"], result.out
+    assert table[1][0] == "300" and [r[5] for r in table[1:]] == ["1", "2", "median"], result.out
+    for row in table[1:3]:
+        listening, get, order = (float(c) for c in row[6:9])
+        assert 0 < listening <= get <= order, row
+    assert "answered" not in result.err, "the get found an order and the first order was created"
