@@ -29,7 +29,9 @@ public struct HistoryBenchmark: Sendable {
     public var seconds = 5.0
     public var connections = [1, 100]
     public var window = 100
-    public var fillConnections = 4
+    /// One: more would keep more orders open at once while filling, and a
+    /// workflow's list of open orders is rewritten whole by each change.
+    public var fillConnections = 1
     public var batch = 1000
     public var durability = "full"
     public var threads = 1

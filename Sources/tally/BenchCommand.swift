@@ -116,7 +116,9 @@ enum BenchCommand {
       --connections LIST    connection counts (default 1,100)
       --window N            requests in flight in total, shared by the
                             connections, at least 1 each (default 100)
-      --fill-connections C  connections filling the hub (default 4)
+      --fill-connections C  connections filling the hub (default 1)
+      --fill-batch N        orders (or list entries) per atomic write while
+                            filling, 1 to 1000 (default 1000)
       --durability MODE     the hub's --durability: full (default), normal or off
       --threads N           client event-loop threads (default 1)
       --json                print the result as JSON instead of tables
@@ -471,7 +473,7 @@ enum BenchCommand {
 
     private static func history(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let a = try Arguments(args, command: "bench history",
-                              valued: ["sizes", "list-entries", "list", "seconds", "connections", "window", "fill-connections",
+                              valued: ["sizes", "list-entries", "list", "seconds", "connections", "window", "fill-connections", "fill-batch",
                                        "durability", "threads"],
                               flags: ["json", "help"])
         if a.flag("help") { print(help); return 0 }
@@ -485,6 +487,7 @@ enum BenchCommand {
         bench.connections = try intList(a, "connections", default: bench.connections, in: 1...10_000)
         bench.window = try a.int("window", in: 1...100_000) ?? bench.window
         bench.fillConnections = try a.int("fill-connections", in: 1...64) ?? bench.fillConnections
+        bench.batch = try a.int("fill-batch", in: 1...1000) ?? bench.batch
         bench.durability = a.string("durability") ?? "full"
         guard ["full", "normal", "off"].contains(bench.durability) else {
             throw UsageError(message: "--durability must be full, normal or off, not '\(bench.durability)'")
