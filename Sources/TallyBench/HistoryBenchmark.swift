@@ -141,8 +141,11 @@ public struct HistoryBenchmark: Sendable {
                 defer { pool.close() }
                 let perConnection = max(1, window / count)
                 func row(_ measure: Measure, _ outcome: ClientPool.Outcome, failure: String? = nil) -> Row {
+                    let silent = outcome.acknowledged == 0 && outcome.errors == 0
                     let r = Row(size: size, measure: measure, connections: count, acknowledged: outcome.acknowledged,
-                                errors: outcome.errors, seconds: outcome.seconds, failure: failure ?? outcome.firstError)
+                                errors: outcome.errors, seconds: outcome.seconds,
+                                failure: failure ?? outcome.firstError
+                                    ?? (silent ? "nothing was acknowledged within \(format(outcome.seconds, 2)) s" : nil))
                     log("  \(size) orders, \(measure.rawValue), \(count) connections: \(r.acknowledged) in \(format(r.seconds, 2)) s = \(format(r.rate, 0))/s"
                         + (r.errors > 0 ? ", \(r.errors) errors (first: \(r.failure ?? "?"))" : ""))
                     return r

@@ -26,12 +26,17 @@ struct WorkflowStatsRestartTests {
         return counts
     }
 
+    /// An item and orders `orders/1`…`orders/{count}` on it, all received.
+    func placeOrders(_ count: Int, _ client: SyncClient) throws {
+        try client.ok(#"{"op":"set","name":"items/drill","data":{"stock":100}}"#)
+        for n in 1...count { try client.ok(#"{"op":"set","name":"orders/\#(n)","data":{"item":"items/drill","qty":1}}"#) }
+    }
+
     @Test func aRestartReadsTheStatsBackWithoutRecounting() throws {
         let directory = try TemporaryDirectory()
         try withHub(dataDirectory: directory.path) { hub in
             let client = try hub.connect()
-            try client.ok(#"{"op":"set","name":"items/drill","data":{"stock":100}}"#)
-            for n in 1...6 { try client.ok(#"{"op":"set","name":"orders/\#(n)","data":{"item":"items/drill","qty":1}}"#) }
+            try placeOrders(6, client)
             try client.ok(#"{"op":"advance","name":"orders/1","to":"in-progress"}"#)
             try client.ok(#"{"op":"advance","name":"orders/2","to":"cancelled"}"#)
             for stage in ["in-progress", "ready", "delivered"] {
@@ -81,8 +86,7 @@ struct WorkflowStatsRestartTests {
         let directory = try TemporaryDirectory()
         try withHub(dataDirectory: directory.path) { hub in
             let client = try hub.connect()
-            try client.ok(#"{"op":"set","name":"items/drill","data":{"stock":100}}"#)
-            for n in 1...3 { try client.ok(#"{"op":"set","name":"orders/\#(n)","data":{"item":"items/drill","qty":1}}"#) }
+            try placeOrders(3, client)
             // An admin takes an open order off the list by hand.
             try client.ok(#"{"op":"removeEntry","list":"orders","entry":"orders/2"}"#)
         }

@@ -108,8 +108,8 @@ def test_device_writes_per_set_refuses_bad_arguments(args, complaint):
     assert "| binary |" not in result.stdout
 
 
-def soak_tables(out: str) -> tuple[list[list[str]], list[list[str]]]:
-    """The two tables `tally bench soak` prints: RSS over time, then the summary."""
+def markdown_tables(out: str) -> list[list[list[str]]]:
+    """The tables of a command's output, each a list of rows of cells (header first)."""
     tables: list[list[list[str]]] = [[]]
     for line in out.splitlines():
         if not line.strip():
@@ -119,7 +119,12 @@ def soak_tables(out: str) -> tuple[list[list[str]], list[list[str]]]:
         if line.startswith("|-"):
             continue
         tables[-1].append([c.strip() for c in line.strip().strip("|").split("|")])
-    tables = [t for t in tables if t]
+    return [t for t in tables if t]
+
+
+def soak_tables(out: str) -> tuple[list[list[str]], list[list[str]]]:
+    """The two tables `tally bench soak` prints: RSS over time, then the summary."""
+    tables = markdown_tables(out)
     assert len(tables) == 2, out
     return tables[0], tables[1]
 
@@ -157,13 +162,17 @@ def test_soak_prints_rss_over_time_and_a_summary_and_checks_every_push():
     assert errors == "0", result.err
 
 
-@pytest.mark.parametrize("args, complaint", [
-    (["--seconds", "0"], "--seconds"),
-    (["--reconnect-every", "5"], "--reconnect-every"),
-    (["--url", "ws://127.0.0.1:1/v1/ws"], "--url and --hub-pid go together"),
+@pytest.mark.parametrize("bench, args, complaint", [
+    ("soak", ["--seconds", "0"], "--seconds"),
+    ("soak", ["--reconnect-every", "5"], "--reconnect-every"),
+    ("soak", ["--url", "ws://127.0.0.1:1/v1/ws"], "--url and --hub-pid go together"),
+    ("history", ["--sizes", "many"], "--sizes"),
+    ("history", ["--seconds", "0"], "--seconds"),
+    ("history", ["--durability", "maybe"], "--durability"),
+    ("history", ["--fill-batch", "1001"], "--fill-batch"),
 ])
-def test_soak_refuses_bad_arguments(args, complaint):
-    result = run_tally(["bench", "soak", *args], None, 15.0)
+def test_soak_and_history_refuse_bad_arguments(bench, args, complaint):
+    result = run_tally(["bench", bench, *args], None, 15.0)
     assert result.rc == 2, result
     assert complaint in result.err, result
     assert result.out == "", result
@@ -201,20 +210,6 @@ def test_hardening_refuses_bad_arguments(args, complaint):
 def history(*extra: str):
     return run_tally(["bench", "history", "--sizes", "100,600", "--list-entries", "1500", "--seconds", "0.4",
                       "--connections", "1,5", "--window", "10", *extra], None, TIMEOUT)
-
-
-def markdown_tables(out: str) -> list[list[list[str]]]:
-    """The tables of a command's output, each a list of rows of cells (header first)."""
-    tables: list[list[list[str]]] = [[]]
-    for line in out.splitlines():
-        if not line.strip():
-            if tables[-1]:
-                tables.append([])
-            continue
-        if line.startswith("|-"):
-            continue
-        tables[-1].append([c.strip() for c in line.strip().strip("|").split("|")])
-    return [t for t in tables if t]
 
 
 def test_history_prints_a_rate_per_size_measure_and_connections_and_the_ratios():
@@ -265,18 +260,6 @@ def test_history_json_and_a_refused_list_is_a_failed_row():
     assert set(ratios) == set(rows) and all(q["target"] == 0.8 for q in ratios.values()), doc
     assert ratios[("create", 2)]["ratio"] == 1.0, "one size: the ratio of a rate to itself"
     assert ratios[("addEntry", 2)]["ratio"] is None and ratios[("addEntry", 2)]["met"] is False, doc
-
-
-@pytest.mark.parametrize("args, complaint", [
-    (["--sizes", "many"], "--sizes"),
-    (["--seconds", "0"], "--seconds"),
-    (["--durability", "maybe"], "--durability"),
-])
-def test_history_refuses_bad_arguments(args, complaint):
-    result = run_tally(["bench", "history", *args], None, 15.0)
-    assert result.rc == 2, result
-    assert complaint in result.err, result
-    assert result.out == "", result
 
 
 def test_startup_with_finished_orders_times_the_first_order():
