@@ -1,5 +1,6 @@
 // One subscription of a `Tally` client and the state it keeps: a record,
-// one value in it, a list, every record under a prefix, or a topic's events.
+// one value in it, a list, every record under a prefix, a live query's
+// result, or a topic's events.
 
 import { parsePath, clone } from "./path.js";
 import { applyRecordChange, applyListChange, applyPathChange } from "./changes.js";
@@ -9,19 +10,20 @@ const LIVE = "live";
 /** One subscription and the state it keeps (see `Tally.subscribe`). */
 export class Subscription {
   constructor(client, target, listener) {
-    const keys = ["name", "list", "prefix", "topic"].filter((key) => target[key] !== undefined);
-    if (keys.length !== 1) throw new TypeError("subscribe to exactly one of name, list, prefix, topic");
+    const keys = ["name", "list", "prefix", "topic", "query"].filter((key) => target[key] !== undefined);
+    if (keys.length !== 1) throw new TypeError("subscribe to exactly one of name, list, prefix, topic, query");
     if (target.path !== undefined && target.name === undefined) throw new TypeError("a path goes with a name");
     this.client = client;
     this.target = { ...target };
-    this.kind = target.topic !== undefined ? "topic" : target.prefix !== undefined ? "prefix"
+    this.kind = target.query !== undefined ? "query" : target.topic !== undefined ? "topic" : target.prefix !== undefined ? "prefix"
       : target.list !== undefined ? "list" : target.path !== undefined ? "path" : "record";
     this.pathSegments = this.kind === "path" ? parsePath(target.path) : null;
     this.listener = listener || (() => {});
     this.seq = 0;
     this.hasState = false;
     this.active = false;
-    this.value = this.kind === "prefix" ? new Map() : this.kind === "path" ? undefined : null;
+    this.value = this.kind === "prefix" || this.kind === "query" ? new Map() : this.kind === "path" ? undefined : null;
+    this.queryId = null; // the hub's id for a query (its pushes carry it)
     this.lastSnapshot = null;
   }
 
@@ -67,6 +69,47 @@ export class Subscription {
         this.value = records;
         break;
       }
+      case "query": {
+        if (reply.delta === true) { // a resume: what changed while away
+          const set = { seq: reply.seq, entered: [], changed: [], left: [] };
+          for (const record of reply.records || []) {
+            (this.value.has(record.name) ? set.changed : set.entered).push(record.name);
+            this.value.set(record.name, record);
+          }
+          for (const name of reply.left || []) if (this.value.delete(name)) set.left.push(name);
+          this.queryId = reply.query;
+          this.seq = Math.max(this.seq, reply.seq);
+          this.active = true;
+          this.lastSnapshot = { seq: reply.seq, resnapshot: false };
+          if (set.entered.length || set.changed.length || set.left.length) this.notify(set);
+          return;
+        }
+        const records = new Map((reply.records || []).map((record) => [record.name, record]));
+        let more = reply.more === true;
+        let after = reply.records?.length ? reply.records[reply.records.length - 1].name : undefined;
+        while (more) { // an unlimited query's result past the first page
+          const page = await this.client.send({ op: "get", query: this.target.query, after, limit: 1000 }, { direct: true });
+          for (const record of page.records) {
+            const known = records.get(record.name);
+            if (!known || known.seq < record.seq) records.set(record.name, record);
+          }
+          more = page.more === true && page.records.length > 0;
+          after = page.records.length ? page.records[page.records.length - 1].name : after;
+        }
+        const previous = this.value;
+        this.queryId = reply.query;
+        this.value = records;
+        this.seq = reply.seq;
+        this.active = true;
+        this.lastSnapshot = { seq: reply.seq, resnapshot: reply.resnapshot === true };
+        if (this.hasState) { // a resume: what changed while away, as one change set
+          this.notify(querySetChanges(previous, records, reply.seq));
+        } else {
+          this.hasState = true;
+          this.notify(null);
+        }
+        return;
+      }
     }
     this.seq = reply.seq;
     this.hasState = true;
@@ -79,6 +122,16 @@ export class Subscription {
   deliver(change) {
     if (change.op === "event") {
       if (this.kind === "topic" && change.topic === this.target.topic) this.listener(change.data, change, this);
+      return;
+    }
+    if (change.op === "query") {
+      if (this.kind !== "query" || change.query !== this.queryId || !(change.seq > this.seq)) return;
+      const set = { seq: change.seq, entered: [], changed: [], left: [] };
+      for (const record of change.entered || []) { this.value.set(record.name, record); set.entered.push(record.name); }
+      for (const record of change.changed || []) { this.value.set(record.name, record); set.changed.push(record.name); }
+      for (const name of change.left || []) { this.value.delete(name); set.left.push(name); }
+      this.seq = change.seq;
+      this.notify(set);
       return;
     }
     if (change.op !== "change" || typeof change.seq !== "number") return;
@@ -102,4 +155,16 @@ export class Subscription {
     this.hasState = true;
     this.notify(change);
   }
+}
+
+/** The change set between two results of a query (a resume's fresh one). */
+function querySetChanges(before, after, seq) {
+  const set = { seq, entered: [], changed: [], left: [] };
+  for (const [name, record] of after) {
+    const old = before.get(name);
+    if (!old) set.entered.push(name);
+    else if (old.version !== record.version || old.seq !== record.seq) set.changed.push(name);
+  }
+  for (const name of before.keys()) if (!after.has(name)) set.left.push(name);
+  return set;
 }

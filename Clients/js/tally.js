@@ -380,7 +380,7 @@ export class Tally {
   }
 
   push(message) {
-    if (message.op === "change" && typeof message.seq === "number" && message.seq > this.lastSeq) this.lastSeq = message.seq;
+    if ((message.op === "change" || message.op === "query") && typeof message.seq === "number" && message.seq > this.lastSeq) this.lastSeq = message.seq;
     for (const sub of this.subscriptions) {
       if (sub.active) sub.deliver(message);
     }
@@ -400,6 +400,15 @@ export class Tally {
   /** One page `{seq, records, more}` of the records under `prefix`. */
   getPrefix(prefix, { after, limit } = {}) {
     const message = { op: "get", prefix };
+    if (after !== undefined) message.after = after;
+    if (limit !== undefined) message.limit = limit;
+    return this.call(message);
+  }
+
+  /** The result `{seq, records, more}` of a live query (Protocol/PROTOCOL.md,
+   *  "Live queries"): all of a limited one, a page of an unlimited one. */
+  getQuery(query, { after, limit } = {}) {
+    const message = { op: "get", query };
     if (after !== undefined) message.after = after;
     if (limit !== undefined) message.limit = limit;
     return this.call(message);
@@ -452,6 +461,9 @@ export class Tally {
    * - `{list}`: `listener(envelope | null, change)` — `envelope.entries`
    * - `{prefix}`: `listener(Map name → envelope, change)` — every record under it
    * - `{topic}`: `listener(data, event)` — events
+   * - `{query}`: `listener(Map name → envelope, changes)` — a live query's
+   *   result; `changes` is `{seq, entered, changed, left}` (names), null for
+   *   the first snapshot; a resume reports what changed while away.
    * `change` is null for a snapshot (with `resnapshot: true` in
    * `subscription.lastSnapshot` when the hub could not resume). Returns a
    * Subscription: `ready` (a promise), `value`, `unsubscribe()`.
@@ -469,6 +481,8 @@ export class Tally {
   record(name, listener) { return this.subscribe({ name }, listener); }
   /** `subscribe({prefix}, listener)` */
   prefix(prefix, listener) { return this.subscribe({ prefix }, listener); }
+  /** `subscribe({query}, listener)`: e.g. `{prefix: "orders/", where: {stage: ["ready"]}}`. */
+  query(query, listener) { return this.subscribe({ query }, listener); }
   /** `subscribe({list}, listener)` */
   list(list, listener) { return this.subscribe({ list }, listener); }
   /** `subscribe({topic}, listener)` */

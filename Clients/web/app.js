@@ -4,6 +4,10 @@
 // comes from subscriptions of the JS client (/js/tally.js); a change is
 // applied to its card the moment its push arrives, without a reload.
 //
+// What the board loads does not grow with history: live queries for the open
+// records and the few that finished last (never the whole orders/ prefix),
+// and one record subscription per item a card shows (never items/).
+//
 // Query parameters: ?linger=SECONDS (how long delivered and cancelled
 // orders, done and failed jobs stay; default 30).
 
@@ -13,6 +17,8 @@ import { followConflicts } from "./conflicts.js";
 
 const params = new URLSearchParams(location.search);
 const LINGER_MS = Math.max(0, Number(params.get("linger") ?? 30)) * 1000;
+/** How many finished records per board the "recently finished" query keeps. */
+const RECENT = 20;
 const TOKEN_KEY = "tally.token";
 
 // The shipped workflows; replaced by the hub's own (GET /v1/workflows) once read.
@@ -275,7 +281,7 @@ hub.on("hello", () => {
 });
 
 hub.on("message", (message) => {
-  if (message.op === "change" && typeof message.time === "number") {
+  if ((message.op === "change" || message.op === "query") && typeof message.time === "number") {
     const offset = Date.now() - message.time;
     clockOffset = clockOffset === null ? offset : Math.min(clockOffset, offset);
   }
@@ -339,36 +345,77 @@ async function readWorkflows() {
     renderStats("intake-stats", INTAKE_STAGES, intakeStats.value);
   } catch { /* keep the shipped workflows */ }
 }
-hub.on("hello", () => { readWorkflows(); });
+hub.on("hello", () => { readWorkflows().finally(startFollowing); });
 
 // ---- subscriptions ----------------------------------------------------------------
 
-function follow(prefix, map, board, make) {
-  hub.prefix(prefix, (records, change) => {
-    if (!change) { // a snapshot (first, or after a resnapshot)
-      map.clear();
-      for (const [name, record] of records) map.set(name, record);
-      renderAll(map, board, make);
-      return;
+/** Follows a workflow's records through two live queries (its open stages;
+ *  the last RECENT that finished): `map` holds their union, one card each. */
+function followQueries(prefix, open, terminal, map, board, make) {
+  const subs = [];
+  /** The newest copy of a record in any of the queries, or null. */
+  const lookup = (name) => {
+    let best = null;
+    for (const sub of subs) {
+      const record = sub.value.get(name);
+      if (record && (!best || record.seq > best.seq)) best = record;
     }
-    const record = records.get(change.name) ?? null;
-    if (record) map.set(change.name, record); else map.delete(change.name);
-    place(record ?? { name: change.name }, board, make, { flash: true });
-  });
+    return best;
+  };
+  const listener = (records, changes) => {
+    if (!changes) { // a snapshot: redraw from every query's result
+      map.clear();
+      for (const sub of subs) for (const name of sub.value.keys()) map.set(name, lookup(name));
+      renderAll(map, board, make);
+    } else {
+      for (const name of new Set([...changes.entered, ...changes.changed, ...changes.left])) {
+        const record = lookup(name);
+        if (record) map.set(name, record); else map.delete(name);
+        place(record ?? { name }, board, make, { flash: true });
+      }
+    }
+    followItems();
+  };
+  subs.push(hub.query({ prefix, where: { stage: open } }, listener));
+  subs.push(hub.query({ prefix, where: { stage: terminal }, order: "-updated", limit: RECENT }, listener));
+  return subs;
 }
 
-hub.prefix("items/", (records, change) => {
-  if (change && !change.name) return;
-  items.clear();
-  for (const [name, record] of records) items.set(name, record);
-  // Item names and stock show on order and job cards.
-  if (!change || [...orders.values(), ...jobs.values()].some((r) => r.data?.item === change.name)) {
-    renderAll(orders, $("order-board"), orderCard);
-    renderAll(jobs, $("intake-board"), jobCard);
+/** One record subscription per item a card shows (its name, photo, stock). */
+const itemSubs = new Map();
+function followItems() {
+  const wanted = new Set();
+  for (const record of [...orders.values(), ...jobs.values()]) {
+    const item = record.data?.item;
+    if (typeof item === "string" && item.startsWith("items/")) wanted.add(item);
   }
-});
-follow("orders/", orders, $("order-board"), orderCard);
-follow("intake/", jobs, $("intake-board"), jobCard);
+  for (const name of wanted) {
+    if (itemSubs.has(name)) continue;
+    itemSubs.set(name, hub.record(name, (envelope) => {
+      if (envelope) items.set(name, envelope); else items.delete(name);
+      for (const [map, board, make] of [[orders, $("order-board"), orderCard], [jobs, $("intake-board"), jobCard]]) {
+        for (const record of map.values()) if (record.data?.item === name) place(record, board, make);
+      }
+    }));
+  }
+  for (const [name, sub] of itemSubs) {
+    if (wanted.has(name)) continue;
+    sub.unsubscribe();
+    itemSubs.delete(name);
+    items.delete(name);
+  }
+}
+
+/** Subscribes once the hub's workflows are known (their stages make the queries). */
+let following = null;
+function startFollowing() {
+  if (following) return;
+  const openOf = (stages, terminal) => stages.filter((stage) => !terminal.has(stage));
+  following = [
+    ...followQueries("orders/", openOf(ORDER_STAGES, ORDER_TERMINAL), [...ORDER_TERMINAL], orders, $("order-board"), orderCard),
+    ...followQueries("intake/", openOf(INTAKE_STAGES, INTAKE_TERMINAL), [...INTAKE_TERMINAL], jobs, $("intake-board"), jobCard),
+  ];
+}
 const orderStats = hub.record("stats/orders", (envelope) => renderStats("order-stats", ORDER_STAGES, envelope));
 const intakeStats = hub.record("stats/intake", (envelope) => renderStats("intake-stats", INTAKE_STAGES, envelope));
 const conflicts = followConflicts(hub, { keepFor });

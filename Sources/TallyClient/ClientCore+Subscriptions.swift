@@ -54,6 +54,15 @@ extension ClientCore {
             sub.status = .ready
             return checkSynced()
         }
+        if case .query = sub.target {
+            sub.queryID = reply["query"]?.int64
+            if reply["delta"] == .bool(true) {
+                guard dispatch(sub, .queryChange(QueryChange(seq: seq, json: reply, isDelta: true))) else { return }
+                sub.cursor = max(seq, lastPushSeq)
+                sub.status = .ready
+                return checkSynced()
+            }
+        }
         if case .array(let items)? = reply["changes"] {
             let changes = items.compactMap { $0.objectValue.flatMap(Change.init(push:)) }
             guard dispatch(sub, .changes(changes, through: seq)) else { return }
@@ -69,19 +78,22 @@ extension ClientCore {
             snapshot.records = [envelope]
         }
         if case .object(let list)? = reply["list"] { snapshot.list = ListEnvelope(json: list) }
-        if case .prefix(let prefix) = sub.target, reply["more"] == .bool(true) {
+        if reply["more"] == .bool(true), let pageTarget = sub.target.pageTarget {
             // Page the rest; pushes for the prefix wait in the buffer.
             sub.status = .paging
             sub.snapshot = snapshot
             for record in snapshot.records { sub.pages[record.name] = record }
             progressHandler?(.receiving(target: sub.target, records: sub.pages.count))
-            return fetchPage(sub, prefix: prefix, after: snapshot.records.last?.name)
+            return fetchPage(sub, target: pageTarget, after: snapshot.records.last?.name)
         }
         finishSnapshot(sub, snapshot)
     }
 
-    func fetchPage(_ sub: SubscriptionState, prefix: String, after: String?) {
-        var message: JSONObject = ["op": "get", "prefix": .string(prefix), "limit": 1000]
+    /// `target`: the `get` members that page it (`prefix`, or `query`).
+    func fetchPage(_ sub: SubscriptionState, target: JSONObject, after: String?) {
+        let prefix = sub.target.key
+        var message: JSONObject = ["op": "get", "limit": 1000]
+        for (key, value) in target { message[key] = value }
         if let after { message["after"] = .string(after) }
         let (id, generation) = (sub.id, self.generation)
         transmit(message) { [weak self] result in
@@ -97,7 +109,7 @@ extension ClientCore {
                 }
                 self.progressHandler?(.receiving(target: sub.target, records: sub.pages.count))
                 if reply["more"] == .bool(true), let last = records.last {
-                    self.fetchPage(sub, prefix: prefix, after: last.name)
+                    self.fetchPage(sub, target: target, after: last.name)
                 } else if var snapshot = sub.snapshot {
                     snapshot.records = sub.pages.values.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
                     self.finishSnapshot(sub, snapshot)
@@ -114,13 +126,18 @@ extension ClientCore {
             guard let held = pages[change.name], !change.isList else { return true }
             return change.seq > held.seq
         }
+        let queryChanges = sub.queryBuffer.filter { $0.seq > snapshot.seq }
         sub.snapshot = nil
         sub.pages = [:]
         sub.buffer = []
+        sub.queryBuffer = []
         guard dispatch(sub, .snapshot(snapshot)) else { return }
         let through = max(snapshot.seq, lastPushSeq)
         if !buffered.isEmpty {
             guard dispatch(sub, .changes(buffered, through: through)) else { return }
+        }
+        for change in queryChanges {
+            guard dispatch(sub, .queryChange(change)) else { return }
         }
         sub.cursor = through
         sub.status = .ready

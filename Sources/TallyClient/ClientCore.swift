@@ -353,6 +353,17 @@ final class ClientCore: @unchecked Sendable {
                     case .inactive, .awaitingReply: break
                     }
                 }
+            case "query":
+                guard let seq = push["seq"]?.int64, let queryID = push["query"]?.int64 else { continue }
+                highest = max(highest, seq)
+                let change = QueryChange(seq: seq, json: push)
+                for sub in subs where sub.queryID == queryID {
+                    switch sub.status {
+                    case .ready: guard dispatch(sub, .queryChange(change)) else { return }
+                    case .paging: sub.queryBuffer.append(change)
+                    case .inactive, .awaitingReply: break
+                    }
+                }
             case "event":
                 guard let topic = push["topic"]?.stringValue else { continue }
                 for sub in subs where sub.status == .ready {
@@ -404,6 +415,10 @@ final class SubscriptionState {
     var snapshot: Snapshot?
     var pages: [String: RecordEnvelope] = [:]
     var buffer: [Change] = []
+    /// A query subscription: the hub's id for it (its pushes carry it), and
+    /// the query pushes that arrived while its result was paged.
+    var queryID: Int64?
+    var queryBuffer: [QueryChange] = []
 
     init(id: Int, target: SubscriptionTarget, cursor: Int64?, handler: @escaping @Sendable (SubscriptionEvent) throws -> Void) {
         self.id = id
@@ -417,5 +432,6 @@ final class SubscriptionState {
         snapshot = nil
         pages = [:]
         buffer = []
+        queryBuffer = []
     }
 }

@@ -70,6 +70,25 @@ public struct ObservedRecords: Sendable {
         return Self.diff(before: old, after: records, names: Set(before.keys))
     }
 
+    /// Applies what a change did to a live query's result: records in it
+    /// now are put in (unless this state holds a newer copy), names that
+    /// left are dropped.
+    public mutating func apply(_ change: QueryChange) -> ChangeSet {
+        var before: [String: RecordEnvelope] = [:]
+        var names = Set<String>()
+        for record in change.entered + change.changed {
+            if let current = records[record.name], current.seq > record.seq { continue }
+            names.insert(record.name)
+            if let current = records[record.name], before[record.name] == nil { before[record.name] = current }
+            records[record.name] = record
+        }
+        for name in change.left {
+            names.insert(name)
+            if let current = records.removeValue(forKey: name), before[name] == nil { before[name] = current }
+        }
+        return Self.diff(before: before, after: records, names: names)
+    }
+
     static func diff(before: [String: RecordEnvelope], after: [String: RecordEnvelope], names: Set<String>) -> ChangeSet {
         var set = ChangeSet()
         for name in names.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
@@ -103,6 +122,15 @@ extension TallyClient {
         observe(.prefix(prefix), handler: handler)
     }
 
+    /// Observes a live query's result (PROTOCOL.md, "Live queries"), e.g.
+    /// the open orders: `inserted` are the records that entered it,
+    /// `deleted` those that left, `modified` those that changed inside it
+    /// (with the keys that changed). A reconnect resumes by the hub's delta
+    /// (or a fresh result, diffed against what was held).
+    public func observe(query: Query, handler: @escaping @Sendable (ObservationUpdate) -> Void) -> Subscription {
+        observe(.query(query), handler: handler)
+    }
+
     /// Observes one record (it need not exist yet).
     public func observe(record name: String, handler: @escaping @Sendable (ObservationUpdate) -> Void) -> Subscription {
         observe(.record(name), handler: handler)
@@ -124,6 +152,11 @@ extension TallyClient {
                 let set = state.value.apply(changes)
                 if !set.isEmpty {
                     handler(ObservationUpdate(isInitial: false, changes: set, records: state.value.records, seq: through))
+                }
+            case .queryChange(let change):
+                let set = state.value.apply(change)
+                if !set.isEmpty {
+                    handler(ObservationUpdate(isInitial: false, changes: set, records: state.value.records, seq: change.seq))
                 }
             case .event, .failed:
                 break

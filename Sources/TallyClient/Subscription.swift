@@ -26,8 +26,35 @@ public enum SubscriptionEvent: Sendable {
     case changes([Change], through: Int64)
     /// A published event (topic subscriptions).
     case event(topic: String, data: JSONValue)
+    /// What changes did to a live query's result (query subscriptions), in
+    /// seq order: a push, or a resume's delta.
+    case queryChange(QueryChange)
     /// The hub refused the subscription (bad name, forbidden, …); it is removed.
     case failed(ProtocolError)
+}
+
+/// What one change did to a live query's result (PROTOCOL.md, "Live
+/// queries"): the records in it now that entered or changed, the names that
+/// left. A resume answered with a delta arrives as one of these.
+public struct QueryChange: Sendable, Equatable {
+    public var seq: Int64
+    public var entered: [RecordEnvelope]
+    public var changed: [RecordEnvelope]
+    public var left: [String]
+    /// A resume's delta: `changed` holds every record changed while away
+    /// that is in the result now, whether the subscriber had it or not.
+    public var isDelta: Bool
+
+    init(seq: Int64, json: JSONObject, isDelta: Bool = false) {
+        func records(_ key: String) -> [RecordEnvelope] {
+            (json[key]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(RecordEnvelope.init(json:)) }
+        }
+        self.seq = seq
+        entered = isDelta ? [] : records("entered")
+        changed = isDelta ? records("records") : records("changed")
+        left = (json["left"]?.arrayValue ?? []).compactMap(\.stringValue)
+        self.isDelta = isDelta
+    }
 }
 
 /// A handle on one subscription: `cancel()` ends it.
@@ -59,6 +86,7 @@ extension SubscriptionTarget {
         case .list(let name): ["list": .string(name)]
         case .prefix(let prefix): ["prefix": .string(prefix)]
         case .topic(let topic): ["topic": .string(topic)]
+        case .query(let query): ["query": query.json]
         }
     }
 
@@ -80,6 +108,16 @@ extension SubscriptionTarget {
 
     var isTopic: Bool { if case .topic = self { true } else { false } }
 
+    /// The `get` members that page this target's snapshot: a prefix's or
+    /// an unlimited query's; nil for the others.
+    var pageTarget: JSONObject? {
+        switch self {
+        case .prefix(let prefix): ["prefix": .string(prefix)]
+        case .query(let query): ["query": query.json]
+        case .record, .path, .list, .topic: nil
+        }
+    }
+
     /// A stable text form, e.g. `prefix:orders/` (for logs and stored cursors).
     public var key: String {
         switch self {
@@ -88,6 +126,7 @@ extension SubscriptionTarget {
         case .list(let name): "list:\(name)"
         case .prefix(let prefix): "prefix:\(prefix)"
         case .topic(let topic): "topic:\(topic)"
+        case .query(let query): "query:\(query)"
         }
     }
 }

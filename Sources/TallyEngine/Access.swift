@@ -45,6 +45,14 @@ public struct NamePattern: Sendable, Equatable, CustomStringConvertible {
         return (0...name.count).contains { Self.match(head, name[..<$0]) }
     }
 
+    /// Whether some name under `prefix` may match: the pattern's literal
+    /// head (up to its first `*`) and the prefix agree as far as both go.
+    public func reaches(under prefix: String) -> Bool {
+        let head = bytes.prefix { $0 != UInt8(ascii: "*") }
+        let name = Array(prefix.utf8)
+        return head.starts(with: name) || name.starts(with: head)
+    }
+
     /// Glob matching with backtracking over `*`/`**`; patterns are short.
     private static func match(_ pattern: ArraySlice<UInt8>, _ name: ArraySlice<UInt8>) -> Bool {
         guard let first = pattern.first else { return name.isEmpty }
@@ -135,6 +143,19 @@ public struct AccessPolicy: Sendable {
             result = .ifOwner
         }
         return result
+    }
+
+    /// For a live query over `prefix` (PROTOCOL.md, "Live queries"): like
+    /// `decide(_:_:prefix:)`, but a rule with `own` that reaches some names
+    /// under the prefix (`orders/*` for `orders/`) allows a query of one's
+    /// own records.
+    public func decide(_ actor: Actor, _ permission: Permission, query prefix: String) -> Decision {
+        let decision = decide(actor, permission, prefix: prefix)
+        guard decision == .denied else { return decision }
+        for rule in roles[actor.role] ?? [] where rule.own && rule.allow.contains(permission) && rule.names.reaches(under: prefix) {
+            return .ifOwner
+        }
+        return .denied
     }
 
     /// Checks one record (or list, topic, blob) name; `owner` is the record's

@@ -22,6 +22,11 @@ public struct SubscriptionRegistry: Sendable {
     /// Distinct prefix byte lengths in use, ascending, with how many prefixes have each.
     private var prefixLengths: [(length: Int, count: Int)] = []
     private var topics: [ByteKey: IndexedList<Int>] = [:]
+    /// Live queries: their subscribers, and the distinct queries per prefix
+    /// (found by prefix length, like prefix subscriptions).
+    private var queries: [Query: IndexedList<Int>] = [:]
+    private var queriesByPrefix: [ByteKey: [Query]] = [:]
+    private var queryPrefixLengths: [(length: Int, count: Int)] = []
     private var bySlot: [Set<SubscriptionTarget>] = []
     private var freeSlots: [Int] = []
     private var stamps: [UInt32] = []
@@ -95,8 +100,15 @@ public struct SubscriptionRegistry: Sendable {
         case .topic(let topic): topics[ByteKey(topic), default: IndexedList()].append(slot)
         case .prefix(let prefix):
             let key = ByteKey(prefix)
-            if prefixes[key] == nil { adjustPrefixLength(prefix.utf8.count, by: 1) }
+            if prefixes[key] == nil { Self.adjust(&prefixLengths, length: prefix.utf8.count, by: 1) }
             prefixes[key, default: IndexedList()].append(slot)
+        case .query(let query):
+            if queries[query] == nil {
+                let key = ByteKey(query.prefix)
+                if queriesByPrefix[key] == nil { Self.adjust(&queryPrefixLengths, length: query.prefix.utf8.count, by: 1) }
+                queriesByPrefix[key, default: []].append(query)
+            }
+            queries[query, default: IndexedList()].append(slot)
         }
         return true
     }
@@ -126,17 +138,27 @@ public struct SubscriptionRegistry: Sendable {
         case .topic(let topic): _ = drop(&topics, topic, slot)
         case .path(let name, let path): _ = drop(&paths, name, PathSubscriber(slot: slot, path: path))
         case .prefix(let prefix):
-            if drop(&prefixes, prefix, slot) { adjustPrefixLength(prefix.utf8.count, by: -1) }
+            if drop(&prefixes, prefix, slot) { Self.adjust(&prefixLengths, length: prefix.utf8.count, by: -1) }
+        case .query(let query):
+            queries[query]?.remove(slot)
+            guard queries[query]?.isEmpty == true else { return }
+            queries[query] = nil
+            let key = ByteKey(query.prefix)
+            queriesByPrefix[key]?.removeAll { $0 == query }
+            if queriesByPrefix[key]?.isEmpty == true {
+                queriesByPrefix[key] = nil
+                Self.adjust(&queryPrefixLengths, length: query.prefix.utf8.count, by: -1)
+            }
         }
     }
 
-    private mutating func adjustPrefixLength(_ length: Int, by delta: Int) {
-        if let index = prefixLengths.firstIndex(where: { $0.length == length }) {
-            prefixLengths[index].count += delta
-            if prefixLengths[index].count == 0 { prefixLengths.remove(at: index) }
+    private static func adjust(_ lengths: inout [(length: Int, count: Int)], length: Int, by delta: Int) {
+        if let index = lengths.firstIndex(where: { $0.length == length }) {
+            lengths[index].count += delta
+            if lengths[index].count == 0 { lengths.remove(at: index) }
         } else {
-            prefixLengths.append((length, delta))
-            prefixLengths.sort { $0.length < $1.length }
+            lengths.append((length, delta))
+            lengths.sort { $0.length < $1.length }
         }
     }
 
@@ -170,9 +192,24 @@ public struct SubscriptionRegistry: Sendable {
         switch target {
         case .record(let record), .path(let record, _): record.sameBytes(as: name)
         case .prefix(let prefix): name.hasBytePrefix(prefix)
-        case .list, .topic: false
+        case .list, .topic, .query: false
         }
     }
+
+    // MARK: Live queries
+
+    /// The queries (with at least one subscriber) whose prefix `name` is under.
+    public func queries(concerning name: String) -> [Query] {
+        guard !queryPrefixLengths.isEmpty else { return [] }
+        var found: [Query] = []
+        Self.forEachPrefix(of: name, lengths: queryPrefixLengths) { key in
+            if let matched = queriesByPrefix[key] { found.append(contentsOf: matched) }
+        }
+        return found
+    }
+
+    /// The subscribers of `query` (each slot once).
+    public func subscribers(ofQuery query: Query) -> [Int] { queries[query]?.elements ?? [] }
 
     /// A path subscriber sees a change that touched an overlapping path, or a
     /// whole-record change that altered the value under its path.
@@ -207,6 +244,22 @@ public struct SubscriptionRegistry: Sendable {
             if let matched = prefixes[ByteKey(String(name.utf8[..<end])!)] {
                 for slot in matched.elements { mark(slot, into: &slots) }
             }
+        }
+    }
+
+    /// Calls `body` with `name`'s first bytes for each length in `lengths`
+    /// (ascending) that ends on a scalar boundary (`matchPrefixes` inlines
+    /// the same walk: it marks slots as it goes, without a closure).
+    private static func forEachPrefix(of name: String, lengths: [(length: Int, count: Int)], _ body: (ByteKey) -> Void) {
+        let utf8 = name.utf8
+        let total = utf8.count
+        for (length, _) in lengths {
+            guard length <= total else { break }
+            let end = utf8.index(utf8.startIndex, offsetBy: length)
+            // A prefix ends on a scalar boundary; a continuation byte here
+            // means no prefix of this length can match.
+            if end < utf8.endIndex, utf8[end] & 0xC0 == 0x80 { continue }
+            body(ByteKey(String(name.utf8[..<end])!))
         }
     }
 }

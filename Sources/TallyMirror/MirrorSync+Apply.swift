@@ -17,7 +17,7 @@ extension MirrorSync {
             let message = "the hub refused to mirror \(target.key): \(error.message) (\(error.code))"
             configuration.log?(message)
             try? store.setMeta(["last_error": message, "last_error_at": "\(MirrorStore.now())"])
-        case .event:
+        case .event, .queryChange:
             break
         }
     }
@@ -69,7 +69,7 @@ extension MirrorSync {
                 try store.setCursor(target.key, snapshot.seq)
                 try noteSeq(snapshot.list?.seq ?? 0)
             }
-        case .path, .topic:
+        case .path, .topic, .query:
             break
         }
     }

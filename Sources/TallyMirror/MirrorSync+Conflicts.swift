@@ -41,7 +41,7 @@ extension MirrorSync {
             }
         case .failed(let error):
             configuration.log?("cannot watch \(Self.conflictsPrefix) for conflicts resolved on the hub: \(error.message) (\(error.code))")
-        case .event:
+        case .event, .queryChange:
             break
         }
     }

@@ -183,9 +183,12 @@ struct Fields {
     }
 
     func getTarget() throws(ProtocolError) -> GetTarget {
-        switch try targetField(allowed: ["name", "list", "prefix"], op: "get") {
+        switch try targetField(allowed: ["name", "list", "prefix", "query"], op: "get") {
         case "name": return .record(try name("name"), path: try path())
         case "list": return .list(try name("list"))
+        case "query":
+            let limit = try int("limit", min: 1, max: Int64(Request.maxPageSize)) ?? Int64(Request.maxPageSize)
+            return .query(try query(), after: try string("after"), limit: Int(limit))
         default:
             let prefix = try string("prefix") ?? ""
             try Names.validatePrefix(prefix, field: "prefix")
@@ -196,13 +199,14 @@ struct Fields {
     }
 
     func subscriptionTarget() throws(ProtocolError) -> SubscriptionTarget {
-        switch try targetField(allowed: ["name", "list", "prefix", "topic"], op: "subscribe") {
+        switch try targetField(allowed: ["name", "list", "prefix", "topic", "query"], op: "subscribe") {
         case "name":
             let record = try name("name")
             if let path = try path() { return .path(record, path) }
             return .record(record)
         case "list": return .list(try name("list"))
         case "topic": return .topic(try name("topic"))
+        case "query": return .query(try query())
         default:
             let prefix = try string("prefix") ?? ""
             try Names.validatePrefix(prefix, field: "prefix")

@@ -49,6 +49,9 @@ public enum GetTarget: Sendable, Equatable {
     case record(String, path: RecordPath?)
     case list(String)
     case prefix(String, after: String?, limit: Int)
+    /// A page of a live query's result: name order, names > `after`
+    /// (unlimited queries), or the whole result of a limited one.
+    case query(Query, after: String?, limit: Int)
 }
 
 /// Equal and hashed by the bytes of its names (see `ByteKey`).
@@ -58,6 +61,7 @@ public enum SubscriptionTarget: Sendable, Hashable {
     case list(String)
     case prefix(String)
     case topic(String)
+    case query(Query)
 
     public static func == (lhs: SubscriptionTarget, rhs: SubscriptionTarget) -> Bool {
         switch (lhs, rhs) {
@@ -66,7 +70,9 @@ public enum SubscriptionTarget: Sendable, Hashable {
             return a.sameBytes(as: b)
         case (.path(let a, let p), .path(let b, let q)):
             return a.sameBytes(as: b) && p == q
-        case (.record, _), (.list, _), (.prefix, _), (.topic, _), (.path, _):
+        case (.query(let a), .query(let b)):
+            return a == b
+        case (.record, _), (.list, _), (.prefix, _), (.topic, _), (.path, _), (.query, _):
             return false
         }
     }
@@ -78,6 +84,7 @@ public enum SubscriptionTarget: Sendable, Hashable {
         case .list(let name): hasher.combine(2 as UInt8); hasher.combine(ByteKey(name))
         case .prefix(let prefix): hasher.combine(3 as UInt8); hasher.combine(ByteKey(prefix))
         case .topic(let topic): hasher.combine(4 as UInt8); hasher.combine(ByteKey(topic))
+        case .query(let query): hasher.combine(5 as UInt8); hasher.combine(query)
         }
     }
 }

@@ -113,9 +113,23 @@ public final class DemoSimulator: Sendable {
 
     /// Records under `prefix` (the first 1000), read through the core.
     private func records(_ prefix: String) -> [RecordState] {
+        wait { done in core.scan(prefix: prefix, done: done) }
+    }
+
+    /// The open records of a workflow (its stage is one of `stages`): a
+    /// live query's result, which does not grow with what finished.
+    private func open(_ prefix: String, stages: [String]) -> [RecordState] {
+        guard let stage = try? RecordPath(parsing: "stage") else { return [] }
+        let query = Query(prefix: prefix, conditions: [Query.Condition(path: stage, values: stages.map {
+            JSONValue.string($0).serialized()
+        })])
+        return wait { done in core.query(query, done: done) }
+    }
+
+    private func wait(_ read: (@escaping @Sendable ([RecordState]) -> Void) -> Void) -> [RecordState] {
         let result = Mutex<[RecordState]>([])
         let done = OneShotSignal()
-        core.scan(prefix: prefix) { records in
+        read { records in
             result.withLock { $0 = records }
             done.signal()
         }
@@ -141,8 +155,7 @@ public final class DemoSimulator: Sendable {
     }
 
     private func stepOrders() {
-        let orders = records("orders/")
-        let open = orders.filter { ["received", "in-progress", "ready"].contains($0.data["stage"]?.stringValue ?? "") }
+        let open = open("orders/", stages: ["received", "in-progress", "ready"])
         if open.count < 5 {
             let item = Self.items.randomElement()!
             let kind = Int.random(in: 0..<5) == 0 ? "receive" : "issue"
@@ -163,8 +176,7 @@ public final class DemoSimulator: Sendable {
     }
 
     private func stepIntake(tick: Int) {
-        let jobs = records("intake/")
-        let open = jobs.filter { !["done", "failed"].contains($0.data["stage"]?.stringValue ?? "done") }
+        let open = open("intake/", stages: ["queued", "created", "media-uploaded", "analyzed", "cover-set"])
         if open.count < 2 { return newIntake(index: tick, advanceBy: 0) }
         guard let job = open.randomElement(), let stage = job.data["stage"]?.stringValue,
               let item = job.data["item"]?.stringValue else { return }

@@ -44,6 +44,8 @@ public struct HubConfigFile: Sendable {
     public var roles: [String: [AccessRule]] = [:]
     /// Workflows by prefix over the shipped ones (nil removes one).
     public var workflows: [String: Workflow?] = [:]
+    /// Record indexes for live queries beyond the built-in ones.
+    public var indexes: [RecordIndex] = []
 
     public struct Invalid: Error, CustomStringConvertible {
         public var path: String
@@ -99,6 +101,7 @@ public struct HubConfigFile: Sendable {
             case "users": file.users = try parseUsers(member, path)
             case "roles": file.roles = try parseRoles(member, path)
             case "workflows": file.workflows = try parseWorkflows(member, path)
+            case "indexes": file.indexes = try parseIndexes(member, path)
             case "retention":
                 guard case .object(let retention) = member else { throw Invalid(path: path, message: "must be an object") }
                 for (inner, innerValue) in retention {
@@ -116,7 +119,7 @@ public struct HubConfigFile: Sendable {
                     }
                 }
             default:
-                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, cacheSize, echo, allowOrigins, allowHosts, maxSubscriptions, maxUnauthenticated, users, roles, workflows")
+                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, cacheSize, echo, allowOrigins, allowHosts, maxSubscriptions, maxUnauthenticated, users, roles, workflows, indexes")
             }
         }
         // Every role a user or a workflow names must exist.
@@ -150,6 +153,29 @@ public struct HubConfigFile: Sendable {
             if count < chunk.count { return ferror(file) == 0 ? contents : nil }
             if contents.count > 16 << 20 { errno = EFBIG; return nil }
         }
+    }
+
+    /// `[{"prefix": "items/", "path": "location"}, …]`.
+    static func parseIndexes(_ value: JSONValue, _ path: String) throws(Invalid) -> [RecordIndex] {
+        guard case .array(let entries) = value, entries.count <= 64 else {
+            throw Invalid(path: path, message: "must be an array of at most 64 indexes, each {\"prefix\": \"items/\", \"path\": \"location\"}")
+        }
+        var indexes: [RecordIndex] = []
+        for (index, entry) in entries.enumerated() {
+            let here = "\(path)[\(index)]"
+            guard case .object(let object) = entry, object.count == 2,
+                  case .string(let prefix)? = object["prefix"], case .string(let pathText)? = object["path"] else {
+                throw Invalid(path: here, message: "must be {\"prefix\": \"items/\", \"path\": \"location\"} (a name prefix and a record path)")
+            }
+            do { try Names.validatePrefix(prefix, field: "prefix") } catch {
+                throw Invalid(path: here + ".prefix", message: error.message)
+            }
+            guard let parsed = try? RecordPath(parsing: pathText), case .key? = parsed.segments.first else {
+                throw Invalid(path: here + ".path", message: "must be a record path that starts with a key, e.g. \"location\" or \"lines[0].sku\"")
+            }
+            indexes.append(RecordIndex(prefix: prefix, path: parsed))
+        }
+        return indexes
     }
 
     static func string(_ value: JSONValue, _ path: String) throws(Invalid) -> String {

@@ -33,6 +33,8 @@ extension HubCore {
             try policy.check(actor, .subscribe, name: name, owner: owner)
         case .list(let name), .topic(let name):
             try policy.check(actor, .subscribe, name: name, owner: nil)
+        case .query(let query):
+            try checkQuery(query, .subscribe, actor: actor)
         case .prefix(let prefix):
             // Pushes carry no per-subscriber filtering, so a prefix needs a
             // rule that covers every name under it.

@@ -21,9 +21,11 @@ extension HubCore {
         case .hello(let hello): self.hello(hello, id: id, session: session)
         case .get(let target): get(target, id: id, session: session, actor: actor)
         case .subscribe(let target, let since):
-            subscribe(target, since: since ?? session.since, id: id, session: session, actor: actor)
+            subscribe(normalized(target, actor: actor), since: since ?? session.since, id: id, session: session, actor: actor)
         case .unsubscribe(let target):
+            let target = normalized(target, actor: actor)
             if registry.remove(target, slot: session.slot) {
+                dropUnusedQueries([target])
                 metrics.subscriptions.store(registry.count, ordering: .relaxed)
                 answer(session, id: id) { _ in }
             } else {
@@ -126,6 +128,9 @@ extension HubCore {
                 try policy.check(actor, .read, name: name, owner: nil)
                 guard let list = try cache.list(name) else { throw ProtocolError(.notFound, "no list named \"\(name)\"") }
                 answer(session, id: id, after: head) { list.envelope(into: &$0) }
+            case .query(let query, let after, let limit):
+                return getQuery(query.restricted(to: actor.user), after: after, limit: limit, id: id, session: session,
+                                actor: actor)
             case .prefix(let prefix, let after, let limit):
                 let (records, more) = try readableRecords(prefix: prefix, after: after, limit: limit, actor: actor)
                 answer(session, id: id, after: head) { writer in
@@ -200,6 +205,9 @@ extension HubCore {
                 metrics.subscriptions.store(registry.count, ordering: .relaxed)
                 return answer(session, id: id) { _ in }
             }
+            if case .query(let query) = target {
+                return try subscribeQuery(query, since: since, id: id, session: session)
+            }
             var replayed: [[UInt8]]?
             if let since { replayed = try replay(target, since: since) }
             let snapshot: ((inout MessageWriter) -> Void)?
@@ -251,7 +259,7 @@ extension HubCore {
                 writer.rawArray("records", records.map { $0.envelope() })
                 writer.bool("more", more)
             }
-        case .topic:
+        case .topic, .query:
             return { _ in }
         }
     }
@@ -272,7 +280,7 @@ extension HubCore {
                 stored = try cache.reader.changes(after: since, kind: .list, name: name, limit: limit)
             case .prefix(let prefix):
                 stored = try cache.reader.changes(after: since, prefix: prefix, limit: limit)
-            case .topic:
+            case .topic, .query:
                 stored = []
             }
         } catch {
@@ -396,6 +404,7 @@ extension HubCore {
             cache.apply(change)
             uncommitted.append(change)
             indexCodes(of: change)
+            if !recordIndexes.isEmpty { indexMutations(of: change, into: &mutations) }
             switch change.target {
             case .record(_, let after, _):
                 mutations.append(after.map { .putRecord($0.stored) } ?? .deleteRecord(change.name))
@@ -423,6 +432,9 @@ extension HubCore {
             guard !slotScratch.isEmpty else { continue }
             let targets = slotScratch.compactMap { sessions[$0] }
             emit(.fanout(SharedFrame(.text, change.push), targets, isEvent: false), after: change.seq)
+        }
+        if !liveQueries.isEmpty {
+            for change in changes { queryPushes(for: change) }
         }
     }
 

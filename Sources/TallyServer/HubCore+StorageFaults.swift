@@ -91,6 +91,7 @@ extension HubCore {
         cache.dropUncommitted()
         workflowStats = [:]
         itemCodes = nil
+        rereadLimitedQueries()
         headSeq = committedSeq
         metrics.headSeq.store(Int(headSeq), ordering: .relaxed)
         metrics.rolledBackChanges.add(Int(dropped), ordering: .relaxed)

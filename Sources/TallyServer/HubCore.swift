@@ -18,6 +18,9 @@ public struct CoreConfiguration: Sendable {
     public var cacheBytes = 16 << 20
     /// Most records in a prefix subscription's snapshot.
     public var maxSnapshotRecords = 10_000
+    /// Record indexes beyond the built-in ones (each workflow's stage
+    /// field and `owner`), for live queries on other paths.
+    public var indexes: [RecordIndex] = []
     /// Most subscriptions one connection may hold; more are refused with
     /// `too_many_subscriptions`. A subscription costs about 220 bytes (a
     /// path subscription on a shared record, measured), so a connection at
@@ -73,6 +76,8 @@ public final class HubCore: @unchecked Sendable {
         case system([Write], atomic: Bool, Actor, @Sendable (Result<JSONObject, ProtocolError>) -> Void)
         /// Reads records under a prefix from inside the hub.
         case scan(String, @Sendable ([RecordState]) -> Void)
+        /// Reads a live query's first 1000 records from inside the hub.
+        case query(Query, @Sendable ([RecordState]) -> Void)
     }
 
     enum Output {
@@ -142,6 +147,11 @@ public final class HubCore: @unchecked Sendable {
     private var answeringSync = false
     /// Per workflow prefix, built by a recount on first use.
     var workflowStats: [String: WorkflowStats] = [:]
+    /// The record indexes the store keeps (built-in and configured).
+    let recordIndexes: [RecordIndex]
+    /// Live queries with subscribers, and the id the next new one gets.
+    var liveQueries: [Query: LiveQueryState] = [:]
+    var nextQueryID: Int64 = 1
     /// Item lookup codes for resolve, built on first use.
     var itemCodes: [String: Set<String>]?
     /// Failed commits since the last success, for rate-limited logs.
@@ -158,6 +168,10 @@ public final class HubCore: @unchecked Sendable {
         self.logger = logger
         self.engine = Engine(limits: configuration.limits)
         let reader = try store.makeReader()
+        var indexes = RecordIndex.defaults(for: configuration.planner.workflows.workflows)
+        for index in configuration.indexes where !indexes.contains(index) { indexes.append(index) }
+        recordIndexes = indexes
+        try Self.prepareIndexes(indexes, store: store, reader: reader, logger: logger)
         let bounds = try reader.sequenceBounds()
         headSeq = bounds.head
         committedSeq = bounds.head
@@ -249,6 +263,11 @@ public final class HubCore: @unchecked Sendable {
         mailbox.post(.scan(prefix, done))
     }
 
+    /// The first 1000 records of a live query's result, delivered on the core thread.
+    public func query(_ query: Query, done: @escaping @Sendable ([RecordState]) -> Void) {
+        mailbox.post(.query(query, done))
+    }
+
     func nextSessionID() -> Int { sessionCounter.add(1, ordering: .relaxed).newValue }
 
     public static let wallClockMillis: @Sendable () -> Int64 = {
@@ -300,6 +319,8 @@ public final class HubCore: @unchecked Sendable {
                 }
             case .scan(let prefix, let done):
                 done((try? records(prefix: prefix, after: nil, limit: 1000).0) ?? [])
+            case .query(let query, let done):
+                done((try? queryRecords(query, after: nil, pageLimit: 1000).0) ?? [])
             }
         }
         for unit in units { store.submit(unit, wakeWriter: wakeWriter) }
@@ -321,7 +342,9 @@ public final class HubCore: @unchecked Sendable {
     private func close(_ session: Session) {
         guard session.slot >= 0 else { return }
         session.stopWaitingForToken(metrics)
+        let targets = liveQueries.isEmpty ? [] : registry.subscriptions(of: session.slot)
         registry.releaseSubscriber(session.slot)
+        dropUnusedQueries(targets)
         sessions[session.slot] = nil
         session.slot = -1
         if session.saidHello { metrics.clients.subtract(1, ordering: .relaxed) }
@@ -484,7 +507,7 @@ extension HubCore.Input {
             case .subscribe(_, let since): since == nil
             case .hello, .get, .unsubscribe, .write, .publish, .report: true
             }
-        case .rest, .stop, .system, .scan: false
+        case .rest, .stop, .system, .scan, .query: false
         }
     }
 }

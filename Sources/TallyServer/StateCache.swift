@@ -177,6 +177,10 @@ final class StateCache: EngineState {
     /// Items in the clean queue (tests).
     var cleanQueueCount: Int { cleanOrder.count - cleanHead }
 
+    /// How many uncommitted states are pinned (records and lists; an
+    /// upper bound on the records `pendingRecordNames` can return).
+    var pendingRecordCount: Int { pinned.count - pinnedHead }
+
     /// Names of records with uncommitted changes whose names start with `prefix`.
     func pendingRecordNames(prefix: String) -> [String] {
         var names: [String] = []

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import CSQLite
 
 /// The queue between submitters and the one writer thread, and the writer
 /// loop that drains it: group commit.
@@ -207,6 +208,17 @@ final class GroupCommitter: @unchecked Sendable {
     func withIdleBackend<R>(_ body: (any CommitBackend) throws(StoreError) -> R) throws(StoreError) -> R? {
         guard state.withLock({ s in if case .idle = s.phase { true } else { false } }) else { return nil }
         return try body(backend)
+    }
+
+    /// Applies `units` in one transaction on the calling thread; only
+    /// before the writer thread has started.
+    func applyBeforeStart(_ units: [StoreUnit]) throws(StoreError) {
+        let result = try withIdleBackend { backend in backend.apply(units[...], waitForLocks: true) }
+        switch result {
+        case nil: throw StoreError(code: SQLITE_MISUSE, message: "the store has started", operation: "apply before start")
+        case .committed?: return
+        case .failed(_, let error)?: throw error
+        }
     }
 
     private static func rejection(_ unit: StoreUnit, _ error: StoreError) -> CommitOutcome {

@@ -65,6 +65,30 @@ final class MemoryReader: StoreReading {
         tables.withLock { $0.idempotency[ByteName(key)] }
     }
 
+    func builtIndexes() throws(StoreError) -> [String] {
+        tables.withLock { $0.builtIndexes.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
+    }
+
+    func indexedNames(index: String, value: [UInt8], prefix: String, after: String?,
+                      limit: Int) throws(StoreError) -> [String] {
+        let range = NameRange(prefix: prefix, after: after)
+        let rows = tables.withLock { $0.indexes[index]?[value] ?? [:] }
+        return rows.keys.filter { range.contains($0.string.utf8) }.map(\.string)
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.prefix(max(limit, 0)).map { $0 }
+    }
+
+    func indexedNamesByUpdate(index: String, value: [UInt8], prefix: String, newestFirst: Bool,
+                              limit: Int) throws(StoreError) -> [String] {
+        let range = NameRange(prefix: prefix, after: nil)
+        let rows = tables.withLock { $0.indexes[index]?[value] ?? [:] }
+        let sorted = rows.filter { range.contains($0.key.string.utf8) }.sorted { a, b in
+            if a.value != b.value { return newestFirst ? a.value > b.value : a.value < b.value }
+            let ordered = a.key.string.utf8.lexicographicallyPrecedes(b.key.string.utf8)
+            return newestFirst ? !ordered : ordered
+        }
+        return sorted.prefix(max(limit, 0)).map(\.key.string)
+    }
+
     func sequenceBounds() throws(StoreError) -> (head: Int64, floor: Int64) {
         tables.withLock { ($0.head, $0.floor) }
     }

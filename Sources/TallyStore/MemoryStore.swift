@@ -40,6 +40,10 @@ public final class MemoryStore: Store {
         committer.submit(unit, wakeWriter: wakeWriter)
     }
 
+    public func applyBeforeStart(_ units: [StoreUnit]) throws(StoreError) {
+        try committer.applyBeforeStart(units)
+    }
+
     public func commitQueued() {
         committer.commitQueued()
     }

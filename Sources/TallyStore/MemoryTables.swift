@@ -11,6 +11,9 @@ struct MemoryTables {
     var idempotency: [ByteName: StoredIdempotency] = [:]
     var head: Int64 = 0
     var floor: Int64 = 0
+    /// Record indexes: index id → value's JSON text → name → updated.
+    var indexes: [String: [[UInt8]: [ByteName: Int64]]] = [:]
+    var builtIndexes: Set<String> = []
 
     /// What to put back when a transaction fails.
     private enum Undo {
@@ -18,6 +21,7 @@ struct MemoryTables {
         case list(ByteName, StoredList?)
         case change(Int64)
         case idempotency(ByteName, StoredIdempotency?)
+        case indexes([String: [[UInt8]: [ByteName: Int64]]], Set<String>)
     }
 
     /// Applies `units` all or nothing, like one SQLite transaction: on a
@@ -48,6 +52,11 @@ struct MemoryTables {
                 undo.append(.list(ByteName(list.name), setList(ByteName(list.name), list)))
             case .deleteList(let name):
                 undo.append(.list(ByteName(name), setList(ByteName(name), nil)))
+            case .putIndexEntry, .deleteIndexEntry, .markIndexBuilt, .dropIndex:
+                // A copy per mutation: the memory store serves tests and
+                // `--data :memory:`, where simplicity wins.
+                undo.append(.indexes(indexes, builtIndexes))
+                applyIndex(unit.mutations[index])
             }
             if let error = hooks.afterMutation?(unit.token, index) { throw error }
         }
@@ -68,6 +77,19 @@ struct MemoryTables {
         case .list(let name, let old): _ = setList(name, old)
         case .change(let seq): changes.remove(seq: seq)
         case .idempotency(let key, let old): idempotency[key] = old
+        case .indexes(let old, let built): (indexes, builtIndexes) = (old, built)
+        }
+    }
+
+    private mutating func applyIndex(_ mutation: StoreMutation) {
+        switch mutation {
+        case .putIndexEntry(let entry): indexes[entry.index, default: [:]][entry.value, default: [:]][ByteName(entry.name)] = entry.updated
+        case .deleteIndexEntry(let index, let value, let name): indexes[index]?[value]?[ByteName(name)] = nil
+        case .markIndexBuilt(let index): builtIndexes.insert(index)
+        case .dropIndex(let index):
+            indexes[index] = nil
+            builtIndexes.remove(index)
+        case .putRecord, .deleteRecord, .putList, .deleteList: break
         }
     }
 

@@ -23,6 +23,7 @@ final class SQLiteReader: StoreReading {
     private let countLists: SQLiteStatement
     private let begin: SQLiteStatement
     private let commit: SQLiteStatement
+    private let indexReads: SQLiteIndexReads
 
     init(path: String, durability: Durability) throws(StoreError) {
         let c = try SQLiteConnection(path: path, role: .reader, durability: durability)
@@ -59,6 +60,7 @@ final class SQLiteReader: StoreReading {
         countLists = try c.prepare("SELECT count(*) FROM lists", name: "count lists")
         begin = try c.prepare("BEGIN", name: "begin read")
         commit = try c.prepare("COMMIT", name: "end read")
+        indexReads = try SQLiteIndexReads(c)
     }
 
     func record(_ name: String) throws(StoreError) -> StoredRecord? {
@@ -145,6 +147,20 @@ final class SQLiteReader: StoreReading {
         defer { s.reset() }
         guard try s.step() else { return nil }
         return StoredIdempotency(key: key, seq: s.int64(0), time: s.int64(1), response: s.blob(2))
+    }
+
+    func builtIndexes() throws(StoreError) -> [String] { try indexReads.builtIndexes() }
+
+    func indexedNames(index: String, value: [UInt8], prefix: String, after: String?,
+                      limit: Int) throws(StoreError) -> [String] {
+        try indexReads.names(index: index, value: value, range: NameRange(prefix: prefix, after: after), order: nil,
+                             limit: limit)
+    }
+
+    func indexedNamesByUpdate(index: String, value: [UInt8], prefix: String, newestFirst: Bool,
+                              limit: Int) throws(StoreError) -> [String] {
+        try indexReads.names(index: index, value: value, range: NameRange(prefix: prefix, after: nil),
+                             order: newestFirst ? .newestFirst : .oldestFirst, limit: limit)
     }
 
     /// Reads the meta rows and counts the records and lists (O(n): see

@@ -70,6 +70,23 @@ enum SQLiteSchema {
         Migration(version: 3, summary: "the change log's bytes in meta", sql: """
             INSERT INTO meta(key, value) SELECT 'change_bytes', coalesce(sum(length(message)), 0) FROM changes;
             """),
+        // Live queries read records by the value at a path (a workflow's
+        // stage, `owner`) instead of scanning a prefix that grows with
+        // history. The hub writes the rows with each record and builds an
+        // index once, when the configuration first names it.
+        Migration(version: 4, summary: "record indexes for live queries", sql: """
+            CREATE TABLE record_index(
+                idx TEXT NOT NULL,
+                value BLOB NOT NULL, -- the JSON text of the value at the index's path
+                name TEXT NOT NULL,
+                updated INTEGER NOT NULL,
+                PRIMARY KEY(idx, value, name)
+            ) STRICT, WITHOUT ROWID;
+            CREATE INDEX record_index_by_update ON record_index(idx, value, updated, name);
+            CREATE TABLE record_indexes(
+                idx TEXT PRIMARY KEY NOT NULL
+            ) STRICT, WITHOUT ROWID;
+            """),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -71,6 +71,10 @@ public final class SQLiteStore: Store {
         committer.submit(unit, wakeWriter: wakeWriter)
     }
 
+    public func applyBeforeStart(_ units: [StoreUnit]) throws(StoreError) {
+        try committer.applyBeforeStart(units)
+    }
+
     public func commitQueued() {
         committer.commitQueued()
     }

@@ -39,6 +39,7 @@ final class SQLiteWriter: CommitBackend {
     private let insertChange: SQLiteStatement
     private let upsertIdempotency: SQLiteStatement
     private let writeMeta: SQLiteStatement
+    private let indexWrites: SQLiteIndexWrites
     let changeSeqAtOffset: SQLiteStatement
     let oldestChanges: SQLiteStatement
     let deleteChangesThrough: SQLiteStatement
@@ -87,6 +88,7 @@ final class SQLiteWriter: CommitBackend {
         // than one row", sqlite.org/tempfiles.html), whose allocation and
         // release per commit cost more than the update itself.
         writeMeta = try c.prepare("UPDATE meta SET value = ?2 WHERE key = ?1", name: "write meta")
+        indexWrites = try SQLiteIndexWrites(c)
         changeSeqAtOffset = try c.prepare("SELECT seq FROM changes ORDER BY seq LIMIT 1 OFFSET ?1",
                                           name: "find prune limit by count")
         oldestChanges = try c.prepare("SELECT seq, time FROM changes ORDER BY seq LIMIT ?1",
@@ -236,6 +238,8 @@ final class SQLiteWriter: CommitBackend {
             case .deleteList(let name):
                 try deleteList.bind(1, text: name)
                 try deleteList.run()
+            case .putIndexEntry, .deleteIndexEntry, .markIndexBuilt, .dropIndex:
+                _ = try indexWrites.apply(unit.mutations[index])
             }
             if let error = hooks.afterMutation?(unit.token, index) { throw error }
         }

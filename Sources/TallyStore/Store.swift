@@ -112,6 +112,10 @@ public protocol Store: AnyObject, Sendable {
     /// are tried again. The submitter calls it once it has dropped what it
     /// built on the failed unit. Thread-safe; does nothing when nothing failed.
     func resumeAfterFailure()
+    /// Applies `units` in one transaction on the calling thread, before
+    /// `start` (building an index at open); throws when the store has
+    /// started or the transaction fails.
+    func applyBeforeStart(_ units: [StoreUnit]) throws(StoreError)
     /// Failures of the background work (checkpoints, retention steps) so
     /// far; thread-safe.
     var health: StoreHealth { get }

@@ -16,6 +16,16 @@ public protocol StoreReading: AnyObject {
     /// ascending, at most `limit`.
     func changes(after: Int64, prefix: String, limit: Int) throws(StoreError) -> [StoredChange]
     func idempotency(_ key: String) throws(StoreError) -> StoredIdempotency?
+    /// The ids of the record indexes that have been built (`markIndexBuilt`).
+    func builtIndexes() throws(StoreError) -> [String]
+    /// Names of records with `value` in `index`, under `prefix`, ordered by
+    /// name bytewise, names > `after` when given, at most `limit`.
+    func indexedNames(index: String, value: [UInt8], prefix: String, after: String?,
+                      limit: Int) throws(StoreError) -> [String]
+    /// Names of records with `value` in `index`, under `prefix`, by update
+    /// time (newest first when `newestFirst`; ties by name), at most `limit`.
+    func indexedNamesByUpdate(index: String, value: [UInt8], prefix: String, newestFirst: Bool,
+                              limit: Int) throws(StoreError) -> [String]
     /// Head and floor are O(1); the record and list counts are O(n) in
     /// SQLiteStore: call it rarely.
     func state() throws(StoreError) -> StoreState

@@ -8,6 +8,15 @@ public enum StoreMutation: Sendable, Equatable {
     case putList(StoredList)
     /// Removes the list; nothing happens when there is none.
     case deleteList(String)
+    /// Inserts an index row or replaces the one with the same index, value
+    /// and name.
+    case putIndexEntry(StoredIndexEntry)
+    /// Removes an index row; nothing happens when there is none.
+    case deleteIndexEntry(index: String, value: [UInt8], name: String)
+    /// Records that index `id` holds every record it covers (after a build).
+    case markIndexBuilt(String)
+    /// Removes index `id`'s rows and its built mark (an index no longer configured).
+    case dropIndex(String)
 }
 
 /// One atomic unit (one client command, possibly touching several records):

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import TallyMirror
 import TallyProtocol
 
 /// `tally order new|advance|cancel|ls`: stock orders, whose stages the hub
@@ -8,20 +9,21 @@ enum OrderCommand {
     Usage: tally order new ITEM --qty N [--kind issue|receive] [--idem KEY]
            tally order advance ORDER [--to STAGE] [--reason TEXT]
            tally order cancel ORDER [--reason TEXT]
-           tally order ls [--stage STAGE]
+           tally order ls [--stage STAGE]… [--all]
 
     new      creates an order for ITEM (items/… or its id) and prints the
              order's name (orders/…) as the last line
     advance  moves ORDER (orders/… or its id) to its next stage, or to --to
     cancel   moves ORDER to cancelled
-    ls       one line per order: name, stage, qty, kind, item (--json: one
-             JSON object per order)
+    ls       one line per open order: name, stage, qty, kind, item (--json:
+             one JSON object per order); --stage STAGE (repeatable) lists
+             those stages instead, --all every order ever made (paged)
     """
 
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let a = try Arguments(args, command: "order",
                               valued: HubAccess.valuedOptions.union(["qty", "kind", "idem", "to", "reason", "stage"]),
-                              flags: HubAccess.flagOptions.union(["json", "help"]))
+                              flags: HubAccess.flagOptions.union(["json", "help", "all"]))
         if a.flag("help") || a.positionals.isEmpty {
             print(help + "\n\n" + ClientCommands.commonOptions)
             return a.flag("help") ? 0 : 2
@@ -81,22 +83,34 @@ enum OrderCommand {
         }
     }
 
+    /// Open orders by default, through a live query's `get` (what it reads
+    /// does not grow with the orders delivered long ago); `--stage` for
+    /// other stages, `--all` pages through the whole prefix.
     static func list(_ c: ClientCommands.Context, _ p: [String]) throws {
-        guard p.isEmpty else { throw UsageError(message: "order ls takes no arguments; filter with --stage") }
-        let stage = c.arguments.string("stage")
+        guard p.isEmpty else { throw UsageError(message: "order ls takes no arguments; filter with --stage or list everything with --all") }
+        let stages = c.arguments.strings("stage")
+        let all = c.arguments.flag("all")
+        guard !(all && !stages.isEmpty) else { throw UsageError(message: "order ls takes --stage or --all, not both") }
+        let workflow = all ? nil : ordersWorkflow(c)
+        let wanted = stages.isEmpty ? workflow.map { flow in flow.stages.filter { !flow.terminal.contains($0) } } ?? [] : stages
         let client = try c.connect()
         defer { client.close() }
         var after: String?
         var rows: [[String]] = []
         while true {
-            var message: JSONObject = ["op": "get", "prefix": "orders/", "limit": 1000]
+            var message: JSONObject = ["op": "get", "limit": 1000]
+            if all {
+                message["prefix"] = "orders/"
+            } else {
+                let field = workflow?.stageField ?? "stage"
+                message["query"] = ["prefix": "orders/", "where": [field: .array(wanted.map(JSONValue.string))]]
+            }
             if let after { message["after"] = .string(after) }
             let reply = try client.request(message)
             let records = reply["records"]?.arrayValue ?? []
             for case .object(let record) in records {
                 let data = record["data"]?.objectValue ?? [:]
                 let current = data["stage"]?.stringValue ?? "?"
-                if let stage, stage != current { continue }
                 if c.json {
                     var line: JSONObject = ["name": record["name"] ?? .null, "version": record["version"] ?? .null]
                     for (key, value) in data where key != "history" { line[key] = value }
@@ -111,13 +125,23 @@ enum OrderCommand {
         }
         guard !c.json else { return }
         if rows.isEmpty {
-            fputs(stage.map { "no orders at stage \($0)\n" } ?? "no orders\n", stderr)
+            fputs(all ? "no orders\n" : stages.isEmpty ? "no open orders (--all lists every order)\n"
+                  : "no orders at stage \(stages.joined(separator: ", "))\n", stderr)
             return
         }
         let widths = (0..<5).map { column in rows.map { $0[column].count }.max() ?? 0 }
         for row in rows {
             print(row.enumerated().map { $0.offset == 4 ? $0.element : $0.element.padding(to: widths[$0.offset]) }.joined(separator: "  "))
         }
+    }
+
+    /// The hub's `orders/` workflow (`GET /v1/workflows`), or the shipped one
+    /// when the hub cannot say.
+    static func ordersWorkflow(_ c: ClientCommands.Context) -> WorkflowRule? {
+        let catalog = (try? HTTPClient(access: HubAccess(c.arguments)).get("/v1/workflows"))
+            .flatMap { $0.status == 200 ? try? JSONValue.parse($0.body) : nil }
+            .flatMap(WorkflowCatalog.init(json:)) ?? .shipped
+        return catalog.rule(for: "orders/x")
     }
 
     /// Random lowercase hex (the system generator: getrandom).

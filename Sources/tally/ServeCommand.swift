@@ -95,6 +95,7 @@ enum ServeCommand {
                 if let origins = file.allowOrigins { configuration.allowedOrigins = origins }
                 if let hosts = file.allowHosts { configuration.allowedHosts = hosts }
                 if let count = file.maxSubscriptions { configuration.core.maxSubscriptionsPerConnection = count }
+                configuration.core.indexes = file.indexes
                 if let count = file.maxUnauthenticated { configuration.core.maxUnauthenticatedConnections = count }
                 if let size = file.blobQuota { configuration.blobQuotaBytes = size }
                 if let size = file.cacheSize { configuration.core.cacheBytes = size }

@@ -124,10 +124,11 @@ import Testing
             #expect(try h.reader.state().changeBytes == total)
             h.store.close()
         }
-        // As version 2 left it: no change_bytes row.
+        // As version 2 left it: no change_bytes row, nor the later tables.
         let path = directory.path + "/" + SQLiteStore.fileName
         let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
-        try raw.execute("DELETE FROM meta WHERE key = 'change_bytes'; PRAGMA user_version = 2")
+        try raw.execute("DELETE FROM meta WHERE key = 'change_bytes'; DROP TABLE record_index; "
+                        + "DROP TABLE record_indexes; PRAGMA user_version = 2")
         raw.close()
         do {
             let h = try StoreHarness(.sqlite, directory: directory)

@@ -203,7 +203,7 @@ def test_the_schema_is_a_2020_12_schema(schema):
     assert set(schema["properties"]) == {"host", "port", "threads", "data", "durability", "retention",
                                          "maxRecordSize", "maxMessageSize", "maxBlobSize", "blobQuota", "cacheSize", "echo",
                                          "allowOrigins", "allowHosts", "maxSubscriptions",
-                                         "maxUnauthenticated", "users", "roles", "workflows"}
+                                         "maxUnauthenticated", "users", "roles", "workflows", "indexes"}
 
 
 def test_every_member_is_described(schema):
@@ -478,6 +478,8 @@ BAD_CONFIGS = [
     ("host-port", {"allowHosts": ["tally.lan:8080"]}, "$.allowHosts[0]", None),
     ("subscriptions-zero", {"maxSubscriptions": 0}, "$.maxSubscriptions", None),
     ("unauthenticated-type", {"maxUnauthenticated": "many"}, "$.maxUnauthenticated", None),
+    ("indexes-type", {"indexes": {"prefix": "items/"}}, "$.indexes", None),
+    ("index-member", {"indexes": [{"prefix": "items/", "path": "location", "unique": True}]}, "$.indexes[0]", None),
 ]
 
 
@@ -520,6 +522,7 @@ EDGE_CONFIGS = [
                  "blobQuota": 1099511627776, "cacheSize": 1099511627776}),
     ("empty-members", {"retention": {}, "users": [], "roles": {}, "workflows": {}, "allowOrigins": [],
                        "allowHosts": []}),
+    ("indexes", {"indexes": [{"prefix": "items/", "path": "location"}, {"prefix": "", "path": "lines[0].sku"}]}),
     ("browsers-and-caps", {"echo": False, "allowOrigins": ["https://app.example:8443", "http://10.0.0.5"],
                            "allowHosts": ["tally.lan", "10.0.0.5"], "maxSubscriptions": 1,
                            "maxUnauthenticated": 10000000}),
@@ -574,6 +577,7 @@ HUB_ONLY = [
     ("workflow-unknown-role", {"workflows": {"orders/": {"roles": {"*": ["admin"], "ready->delivered": ["boss"]}}}},
      "$.workflows.orders/.roles.ready->delivered"),
     ("stock-stage", {"workflows": {"orders/": {"stockStage": "shipped"}}}, "$.workflows.orders/.stockStage"),
+    ("index-path", {"indexes": [{"prefix": "items/", "path": "[0]"}]}, "$.indexes[0].path"),
     ("integer-with-fraction", '{"port": 8080.0}', "$.port"),
     ("integer-with-exponent", '{"maxBlobSize": 1e6}', "$.maxBlobSize"),
 ]

@@ -377,12 +377,12 @@ def unknown_members(pattern, where="$") -> list[str]:
 def _schema_can_see(message, reply) -> bool:
     """False for malformed-message errors that depend on the hub's state or on
     byte counts, which a schema cannot express: a second hello, an `at` past
-    the end of a list, and strings too long in UTF-8 bytes but not in
-    characters."""
+    the end of a list, a query on a path the hub has no index for, and
+    strings too long in UTF-8 bytes but not in characters."""
     error = reply.get("error", {}) if isinstance(reply, dict) else {}
     if error.get("code") == "bad_message" and isinstance(message, dict) and message.get("op") == "hello":
         return False
-    if error.get("code") == "bad_field" and error.get("field") == "at":
+    if error.get("code") == "bad_field" and error.get("field") in ("at", "query.where"):
         return False
     byte_limits = (128, 256, 512, 1024)  # id, idem, names, paths
     return not any(len(value.encode()) > limit >= len(value)

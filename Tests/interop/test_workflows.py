@@ -944,18 +944,28 @@ def test_cli_order_commands(tally, client):
     assert rc != 0, (out, err)
 
     third = cli_ok(tally, "order", "new", item, "--qty", "1").strip().splitlines()[-1].strip()
-    out = cli_ok(tally, "order", "ls")
-    rows = {}
-    for line in out.strip().splitlines():
-        words = line.split()
-        if words and words[0].startswith("orders/"):
-            rows[words[0]] = words
+    def rows_of(out):
+        rows = {}
+        for line in out.strip().splitlines():
+            words = line.split()
+            if words and words[0].startswith("orders/"):
+                rows[words[0]] = words
+        return rows
+
+    # Open orders by default; --all every order ever made.
+    assert set(rows_of(cli_ok(tally, "order", "ls"))) == {third}
+    out = cli_ok(tally, "order", "ls", "--all")
+    rows = rows_of(out)
     assert set(rows) == {name, incoming, third}, out
     assert "delivered" in rows[name] and "cancelled" in rows[incoming] and "received" in rows[third], out
+    out = cli_ok(tally, "order", "ls", "--stage", "delivered", "--stage", "cancelled")
+    assert set(rows_of(out)) == {name, incoming}, out
     out = cli_ok(tally, "order", "ls", "--stage", "received")
     listed = [line.split()[0] for line in out.strip().splitlines() if line.split() and line.split()[0].startswith("orders/")]
     assert listed == [third], out
     out = cli_ok(tally, "order", "ls", "--json")
+    assert len(out.strip().splitlines()) == 1, out
+    out = cli_ok(tally, "order", "ls", "--all", "--json")
     objects = [json.loads(line) for line in out.strip().splitlines()]
     assert len(objects) == 3, out
 

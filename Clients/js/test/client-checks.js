@@ -144,6 +144,37 @@ export async function runClientChecks({ url, WebSocket } = {}) {
     await sub.unsubscribe();
   });
 
+  await check("a live query keeps its result and reports change sets", async () => {
+    await b.set("items/lq", { sku: "LQ", stock: 100 });
+    const open = { prefix: "orders/lq-", where: { stage: ["received", "in-progress", "ready"] } };
+    await b.set("orders/lq-1", { item: "items/lq", qty: 1 });
+    const sets = [];
+    const sub = a.query(open, (records, changes) => { if (changes) sets.push(changes); });
+    await sub.ready;
+    assert(equal([...sub.value.keys()], ["orders/lq-1"]), `snapshot ${[...sub.value.keys()]}`);
+    await b.set("orders/lq-2", { item: "items/lq", qty: 1 });
+    await b.advance("orders/lq-1", { to: "in-progress" });
+    await b.advance("orders/lq-1", { to: "ready" });
+    const last = await b.advance("orders/lq-1", { to: "delivered" });
+    await until("the query pushes", () => sub.seq >= last.seq);
+    assert(equal(sets.map((set) => [set.entered, set.changed, set.left]),
+      [[["orders/lq-2"], [], []], [[], ["orders/lq-1"], []], [[], ["orders/lq-1"], []], [[], [], ["orders/lq-1"]]]),
+      JSON.stringify(sets));
+    assert(equal([...sub.value.keys()], ["orders/lq-2"]), `result ${[...sub.value.keys()]}`);
+    const page = await a.getQuery(open);
+    assert(equal(page.records.map((r) => r.name), ["orders/lq-2"]), JSON.stringify(page));
+    // Away while the result changes: the resume reports it as one change set.
+    sets.length = 0;
+    a.socket.close();
+    await b.set("orders/lq-3", { item: "items/lq", qty: 1 });
+    await b.advance("orders/lq-2", { to: "cancelled" });
+    await until("live again with the result as it is", () => a.state === State.live && sub.value.has("orders/lq-3")
+      && !sub.value.has("orders/lq-2"), 15000);
+    const moved = sets.flatMap((set) => [...set.entered.map((n) => `+${n}`), ...set.left.map((n) => `-${n}`)]).sort();
+    assert(equal(moved, ["+orders/lq-3", "-orders/lq-2"]), JSON.stringify(sets));
+    await sub.unsubscribe();
+  });
+
   await check("a prefix of more than 10,000 records is paged in full", async () => {
     for (let batch = 0; batch < 11; batch += 1) {
       const ops = [];

@@ -1,0 +1,114 @@
+"""The board with a stock room's history (issue "History at scale"): a hub
+holding many delivered orders and 50 open ones, filled through the API.
+
+- the 50 open cards are drawn within 1 s of the page's load;
+- the page's JS heap stays under 30 MB;
+- what the hub sends the page while it loads does not grow with history:
+  the same board over 10x the delivered orders costs about the same bytes
+  (`tally_bytes_out_total` around the load).
+
+Sizes: TALLY_BOARD_HISTORY (default 10,000 delivered orders; the small hub
+holds a tenth). BENCHMARKS.md records the run with 1,000,000 on a release
+build: `TALLY_BIN=.build/release/tally TALLY_BOARD_HISTORY=1000000 …`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import urllib.request
+
+from websockets.sync.client import connect
+
+from conftest import wait_until
+
+HISTORY = int(os.environ.get("TALLY_BOARD_HISTORY", "10000"))
+OPEN = 50
+BATCH = 1000  # orders per write group (the protocol's most ops per write)
+WINDOW = 8  # write groups in flight
+
+
+def fill(server, delivered: int, open_orders: int) -> None:
+    """`delivered` orders taken through every stage and `open_orders` left
+    received, through atomic write groups pipelined on one connection (a
+    workflow record may change once per write: one group per stage)."""
+    with connect(server.ws_url("/v1/ws"), max_size=None) as ws:
+        pending = 0
+        sent = 0
+
+        def send(ops):
+            nonlocal pending, sent
+            sent += 1
+            ws.send(json.dumps({"id": sent, "op": "write", "ops": ops}))
+            pending += 1
+            while pending >= WINDOW:
+                receive()
+
+        def receive():
+            nonlocal pending
+            reply = json.loads(ws.recv(timeout=120))
+            assert reply.get("ok") is True, str(reply)[:500]
+            pending -= 1
+
+        send([{"op": "set", "name": "items/bolt", "data": {"name": "Bolt", "sku": "B-1", "stock": 10}}])
+        for start in range(0, delivered, BATCH):
+            names = [f"orders/h{n:07}" for n in range(start, min(delivered, start + BATCH))]
+            send([{"op": "set", "name": n, "data": {"item": "items/bolt", "qty": 1, "kind": "receive"}} for n in names])
+            for stage in ("in-progress", "ready", "delivered"):
+                send([{"op": "advance", "name": n, "to": stage} for n in names])
+        send([{"op": "set", "name": f"orders/open-{n:03}", "data": {"item": "items/bolt", "qty": 1}}
+              for n in range(open_orders)])
+        while pending:
+            receive()
+
+
+def bytes_out(server) -> int:
+    with urllib.request.urlopen(server.url("/metrics"), timeout=10) as response:
+        text = response.read().decode()
+    return int(float(re.search(r"^tally_bytes_out_total (\S+)$", text, re.M).group(1)))
+
+
+def load_board(driver, server) -> dict:
+    """Opens the board; returns when the open cards are drawn: how long
+    after the page's load that was, the JS heap, and the bytes the hub sent
+    meanwhile (after the item subscriptions settle)."""
+    before = bytes_out(server)
+    driver.get(server.url("/?linger=60"))
+    deadline = time.monotonic() + 30
+    while True:
+        drawn = driver.execute_script("""
+            const open = document.querySelectorAll('#order-board .card[data-terminal="false"]').length;
+            const nav = performance.getEntriesByType("navigation")[0];
+            return {open, now: performance.now(), loaded: nav ? nav.loadEventEnd : 0};""")
+        if drawn["open"] >= OPEN and drawn["loaded"] > 0:
+            break
+        assert time.monotonic() < deadline, f"{drawn['open']} of {OPEN} open cards after 30 s"
+        time.sleep(0.01)
+    wait_until("every card's item", lambda: driver.execute_script(
+        "return [...document.querySelectorAll('#order-board .card .item')].every(e => e.textContent === 'Bolt')"))
+    time.sleep(0.5)  # anything still on its way
+    heap = driver.execute_cdp_cmd("Runtime.getHeapUsage", {})["usedSize"]
+    return {"render_ms": drawn["now"] - drawn["loaded"], "heap": heap, "bytes": bytes_out(server) - before}
+
+
+def test_the_board_costs_the_same_whatever_the_history(hubs, browser, tmp_path):
+    small = hubs("--data", str(tmp_path / "small"))
+    fill(small, HISTORY // 10, OPEN)
+    large = hubs("--data", str(tmp_path / "large"))
+    started = time.monotonic()
+    fill(large, HISTORY, OPEN)
+    fill_seconds = time.monotonic() - started
+
+    light = load_board(browser(), small)
+    heavy = load_board(browser(), large)
+    print(f"\nboard with {HISTORY} delivered orders (filled in {fill_seconds:.1f} s): "
+          f"open cards drawn {heavy['render_ms']:.0f} ms after load, heap {heavy['heap'] / 1e6:.1f} MB, "
+          f"{heavy['bytes']} bytes at load; with {HISTORY // 10}: {light['render_ms']:.0f} ms, "
+          f"{light['heap'] / 1e6:.1f} MB, {light['bytes']} bytes")
+    assert heavy["render_ms"] < 1000, heavy
+    assert heavy["heap"] < 30e6, heavy
+    # The recent-finished query and the stats make a small fixed part; ten
+    # times the history must not show in the bytes.
+    assert heavy["bytes"] < light["bytes"] * 1.2 + 4096, (light, heavy)
