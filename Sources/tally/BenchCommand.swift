@@ -74,7 +74,8 @@ enum BenchCommand {
                   `tally serve` from exec to "listening" and to the first `get`
       --records N           records (default 1000000)
       --orders              fill with N finished orders instead (created and
-                            advanced to delivered, 1000 per write); each start
+                            advanced to delivered, 1000 per write, through
+                            1 connection unless --connections); each start
                             also times its first order creation, the first
                             write that needs the workflow's stats
       --starts K            timed starts; the median is reported (default 3)
@@ -376,7 +377,9 @@ enum BenchCommand {
         if a.flag("orders") { bench.kind = .orders }
         bench.records = try a.int("records", in: 1...100_000_000) ?? 1_000_000
         bench.starts = try a.int("starts", in: 1...100) ?? 3
-        bench.connections = try a.int("connections", in: 1...64) ?? 4
+        // Orders through one connection: more would keep more orders open
+        // at once, and the list of open orders is rewritten whole per change.
+        bench.connections = try a.int("connections", in: 1...64) ?? (bench.kind == .orders ? 1 : 4)
         bench.fillDurability = a.string("fill-durability") ?? "full"
         raiseDescriptorLimit()
         do {
