@@ -8,7 +8,19 @@ import TallyWebSocket
 /// child (atomic `write` batches from a few connections), stops it with
 /// SIGTERM, then times `tally serve` on that store from exec to its
 /// "listening" line and to the first answered `get` of a random record.
+/// With `kind = .orders` the store holds finished orders instead (created
+/// and advanced to delivered through the workflow), and each start also
+/// times its first order creation, the first write that needs the
+/// workflow's stats.
 public struct BrokerStartupBenchmark: Sendable {
+    public enum Kind: String, Sendable {
+        /// Plain records `bench/s/{i}`.
+        case records
+        /// Finished orders `orders/s{i}`.
+        case orders
+    }
+
+    public var kind = Kind.records
     public var records = 1_000_000
     /// Sets per atomic `write` (the protocol allows at most 1000).
     public var batch = 1000
@@ -25,6 +37,9 @@ public struct BrokerStartupBenchmark: Sendable {
         public var listeningSeconds: Double
         /// exec → the reply to the first `get` (connection included).
         public var firstGetSeconds: Double
+        /// exec → the reply to the first order creation, after the get
+        /// (`kind == .orders` only).
+        public var firstOrderSeconds: Double?
         public var rssKiB: Int?
     }
 
@@ -36,6 +51,10 @@ public struct BrokerStartupBenchmark: Sendable {
         public var starts: [Start]
         public var medianListening: Double { median(starts.map(\.listeningSeconds)) }
         public var medianFirstGet: Double { median(starts.map(\.firstGetSeconds)) }
+        public var medianFirstOrder: Double? {
+            let orders = starts.compactMap(\.firstOrderSeconds)
+            return orders.isEmpty ? nil : median(orders)
+        }
         func median(_ values: [Double]) -> Double {
             let sorted = values.sorted()
             return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
@@ -55,9 +74,71 @@ public struct BrokerStartupBenchmark: Sendable {
         do {
             filler = try .tally(dataDirectory: data, workDirectory: work, extraArguments: ["--durability", fillDurability])
         } catch { throw .broker(error) }
-        log("filling \(records) records through pid \(filler.pid) (\(connections) connections, \(batch) sets per write)")
         var options = WebSocketOptions()
         options.deflate.enabled = false
+        let fillSeconds: Double, fillCPU: Double, written: Int
+        switch kind {
+        case .records:
+            log("filling \(records) records through pid \(filler.pid) (\(connections) connections, \(batch) sets per write)")
+            (fillSeconds, fillCPU, written) = try fillRecords(filler, group: group, options: options, log: log)
+        case .orders:
+            log("filling \(records) finished orders through pid \(filler.pid) (\(connections) connections, \(batch) orders per write)")
+            (fillSeconds, fillCPU, written) = try fillOrders(filler, group: group, log: log)
+        }
+        usleep(100_000)
+        let status = filler.terminate(graceSeconds: 120)
+        log("filled \(written) records in \(format(fillSeconds, 1)) s; the hub exited with status \(status)")
+        let storeBytes = directoryBytes(data)
+
+        // Timed starts.
+        var results: [Start] = []
+        var random = XorShift(seed: UInt64(nanos()))
+        for run in 1...max(1, starts) {
+            let t0 = nanos()
+            let hub: BrokerProcess
+            do { hub = try .tally(dataDirectory: data, workDirectory: work) } catch { throw .broker(error) }
+            let listening = hub.readyNanos
+            let picked = random.next(below: max(1, written))
+            let name = kind == .orders ? "orders/s\(picked)" : "bench/s/\(picked)"
+            var gotSeconds = Double.nan
+            var orderSeconds: Double?
+            do {
+                let socket = try BlockingWebSocket(url: hub.url, loop: group.next(), options: options)
+                socket.send(.text, Array(#"{"op":"get","name":"\#(name)"}"#.utf8))
+                if case .message(_, let reply)? = socket.receive(timeoutMillis: 60_000) {
+                    gotSeconds = Double(nanos() - t0) / 1e9
+                    if !reply.starts(with: Array(#"{"ok":true"#.utf8)) {
+                        log("  get \(name) answered: \(String(decoding: reply.prefix(200), as: UTF8.self))")
+                    }
+                }
+                if kind == .orders {
+                    socket.send(.text, Array(HistoryRequests.createOp("orders/start\(run)").utf8))
+                    if case .message(_, let reply)? = socket.receive(timeoutMillis: 600_000) {
+                        orderSeconds = Double(nanos() - t0) / 1e9
+                        if !reply.starts(with: Array(#"{"ok":true"#.utf8)) {
+                            log("  the first order answered: \(String(decoding: reply.prefix(200), as: UTF8.self))")
+                        }
+                    }
+                }
+                socket.close()
+            } catch {
+                log("  start \(run): cannot connect: \(error)")
+            }
+            let rss = hub.residentKiB()
+            hub.terminate(graceSeconds: 60)
+            results.append(Start(listeningSeconds: Double(listening) / 1e9, firstGetSeconds: gotSeconds,
+                                 firstOrderSeconds: orderSeconds, rssKiB: rss))
+            log("  start \(run): listening after \(format(Double(listening) / 1e6, 1)) ms, first get after \(format(gotSeconds * 1000, 1)) ms"
+                + (orderSeconds.map { ", first order after \(format($0 * 1000, 1)) ms" } ?? ""))
+        }
+        return Result(records: written, fillSeconds: fillSeconds, fillCPUSeconds: fillCPU, storeBytes: storeBytes,
+                      starts: results)
+    }
+
+    /// Plain records through `connections` connections, one batch of
+    /// `batch` sets in flight on each: (seconds, hub CPU seconds, records).
+    private func fillRecords(_ filler: BrokerProcess, group: EventLoopGroup, options: WebSocketOptions,
+                             log: (String) -> Void) throws(FanoutBenchmark.Failure) -> (Double, Double, Int) {
         let state = FillState(total: records, batch: batch)
         let cpuBefore = filler.cpuSeconds() ?? 0
         let start = nanos()
@@ -76,49 +157,40 @@ public struct BrokerStartupBenchmark: Sendable {
                 log("  \(state.written.load(ordering: .relaxed)) written")
             }
         }
-        let fillSeconds = Double(nanos() - start) / 1e9
-        let fillCPU = (filler.cpuSeconds() ?? cpuBefore) - cpuBefore
+        let seconds = Double(nanos() - start) / 1e9
+        let cpu = (filler.cpuSeconds() ?? cpuBefore) - cpuBefore
         for socket in opened.sockets { socket.value.loop.execute { socket.value.close() } }
         if let error = state.firstError.withLock({ $0 }) {
             filler.terminate()
             throw .subscribe("a fill batch failed: \(error)")
         }
-        let written = state.written.load(ordering: .relaxed)
-        usleep(100_000)
-        let status = filler.terminate(graceSeconds: 120)
-        log("filled \(written) records in \(format(fillSeconds, 1)) s; the hub exited with status \(status)")
-        let storeBytes = directoryBytes(data)
+        return (seconds, cpu, state.written.load(ordering: .relaxed))
+    }
 
-        // Timed starts.
-        var results: [Start] = []
-        var random = XorShift(seed: UInt64(nanos()))
-        for run in 1...max(1, starts) {
-            let t0 = nanos()
-            let hub: BrokerProcess
-            do { hub = try .tally(dataDirectory: data, workDirectory: work) } catch { throw .broker(error) }
-            let listening = hub.readyNanos
-            let name = "bench/s/\(random.next(below: records))"
-            var gotSeconds = Double.nan
-            do {
-                let socket = try BlockingWebSocket(url: hub.url, loop: group.next(), options: options)
-                socket.send(.text, Array(#"{"op":"get","name":"\#(name)"}"#.utf8))
-                if case .message(_, let reply)? = socket.receive(timeoutMillis: 60_000) {
-                    gotSeconds = Double(nanos() - t0) / 1e9
-                    if !reply.starts(with: Array(#"{"ok":true"#.utf8)) {
-                        log("  get \(name) answered: \(String(decoding: reply.prefix(200), as: UTF8.self))")
-                    }
-                }
-                socket.close()
-            } catch {
-                log("  start \(run): cannot connect: \(error)")
-            }
-            let rss = hub.residentKiB()
-            hub.terminate(graceSeconds: 60)
-            results.append(Start(listeningSeconds: Double(listening) / 1e9, firstGetSeconds: gotSeconds, rssKiB: rss))
-            log("  start \(run): listening after \(format(Double(listening) / 1e6, 1)) ms, first get after \(format(gotSeconds * 1000, 1)) ms")
+    /// Finished orders, as `tally bench history` fills them (created, then
+    /// advanced stage by stage to delivered, `batch` orders per write).
+    private func fillOrders(_ filler: BrokerProcess, group: EventLoopGroup,
+                            log: (String) -> Void) throws(FanoutBenchmark.Failure) -> (Double, Double, Int) {
+        let pool: ClientPool
+        do { pool = try ClientPool.open(count: connections, url: filler.url, group: group) } catch {
+            filler.terminate()
+            throw error
         }
-        return Result(records: written, fillSeconds: fillSeconds, fillCPUSeconds: fillCPU, storeBytes: storeBytes,
-                      starts: results)
+        defer { pool.close() }
+        let item = ScriptJob(messages: [Array(#"{"op":"set","name":"\#(HistoryRequests.item)","data":{"stock":0}}"#.utf8)])
+        _ = pool.run(seconds: nil, window: 1) { $0 == 0 ? item : ScriptJob(messages: []) }
+        let progress = FillProgress(total: records, batch: batch)
+        let cpuBefore = filler.cpuSeconds() ?? 0
+        let start = nanos()
+        let fill = pool.run(seconds: nil, window: 1) { _ in OrderFillJob(progress: progress, prefix: "s") }
+        let seconds = Double(nanos() - start) / 1e9
+        let cpu = (filler.cpuSeconds() ?? cpuBefore) - cpuBefore
+        let written = progress.done.load(ordering: .relaxed)
+        guard written == records else {
+            filler.terminate()
+            throw .subscribe("filling orders stopped at \(written): \(fill.firstError ?? "?")")
+        }
+        return (seconds, cpu, written)
     }
 
     final class FillState: Sendable {

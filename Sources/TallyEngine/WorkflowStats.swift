@@ -3,9 +3,14 @@ import TallyProtocol
 /// The live aggregate of one workflow, published as its stats record:
 /// records per stage, time spent per stage, and the oldest open record.
 ///
-/// The hub builds it once by recounting the records (so it always equals a
-/// recount, even after a config change) and then moves it by deltas, each
-/// applied only when the change that caused it is accepted.
+/// The hub reads it back from the stats record it last wrote, with the open
+/// records from the workflow's list (`init(restoring:open:workflow:)`:
+/// O(open records), so a restart does not read every record the workflow
+/// ever had), and recounts the records only when that record is missing or
+/// does not fit the workflow as configured now. It then moves it by deltas,
+/// each applied only when the change that caused it is accepted; the stats
+/// record is written in the same atomic group as the change, so what is
+/// read back always equals a recount.
 public struct WorkflowStats: Sendable, Equatable {
     public struct StageTime: Sendable, Equatable {
         public var totalMs: Int64 = 0
@@ -15,6 +20,11 @@ public struct WorkflowStats: Sendable, Equatable {
     public struct OpenRecord: Sendable, Equatable {
         public var name: String
         public var created: Int64
+
+        public init(name: String, created: Int64) {
+            self.name = name
+            self.created = created
+        }
     }
 
     /// What one accepted write group does to the stats.
@@ -54,6 +64,42 @@ public struct WorkflowStats: Sendable, Equatable {
     }
 
     public var total: Int { counts.values.reduce(0, +) }
+
+    /// The stats as `record(after:now:)` wrote them into `data`, with the
+    /// workflow's open records (each with its creation time), or nil when
+    /// they do not fit `workflow` as configured now: a stage missing or
+    /// extra, a figure that is not a whole number ≥ 0, a total that is not
+    /// the sum of the counts, or open records that are not exactly as many
+    /// as the counts of the open stages say (or named twice). The caller
+    /// then recounts.
+    public init?(restoring data: JSONObject, open: [OpenRecord], workflow: Workflow) {
+        stages = workflow.stages
+        guard case .object(let countsObject)? = data["counts"], case .object(let times)? = data["stageTime"],
+              countsObject.count == stages.count, Set(countsObject.keys) == Set(stages),
+              Set(times.keys).isSubset(of: Set(stages)),
+              let total = data["total"]?.numberValue?.int64Value else { return nil }
+        func whole(_ value: JSONValue?) -> Int64? {
+            guard case .number(let number)? = value, let n = number.int64Value, n >= 0 else { return nil }
+            return n
+        }
+        var sum: Int64 = 0
+        var openCount: Int64 = 0
+        for stage in stages {
+            guard let count = whole(countsObject[stage]) else { return nil }
+            counts[stage] = Int(count)
+            sum += count
+            if workflow.isOpen(stage) { openCount += count }
+            guard let time = times[stage] else { continue }
+            guard case .object(let figures) = time, let totalMs = whole(figures["totalMs"]),
+                  let exits = whole(figures["exits"]) else { return nil }
+            if totalMs != 0 || exits != 0 { stageTime[stage] = StageTime(totalMs: totalMs, exits: exits) }
+        }
+        guard sum == total, openCount == Int64(open.count) else { return nil }
+        for record in open {
+            guard self.open.updateValue(record.created, forKey: ByteKey(record.name)) == nil else { return nil }
+            if oldest.map({ Self.older(record.created, record.name, than: $0) }) ?? true { oldest = record }
+        }
+    }
 
     /// Counts one existing record (the recount at start).
     public mutating func count(_ record: RecordState, in workflow: Workflow) {

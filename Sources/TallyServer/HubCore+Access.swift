@@ -48,10 +48,47 @@ extension HubCore {
         }
     }
 
-    /// A workflow's stats, recounted from its records the first time they
-    /// are needed after start.
+    /// A workflow's stats: kept in memory once known; the first time they
+    /// are needed after start (or after a failed commit dropped them) they
+    /// are read back from the workflow's stats record and its list of open
+    /// records, which costs what is open, not what the workflow ever had
+    /// (a hub with a million finished orders read every one of them before
+    /// its first order write). Recounted from every record only when that
+    /// cannot be trusted: no stats record or list configured, none written
+    /// yet, or one that does not fit the workflow as configured now
+    /// (`WorkflowStats.init(restoring:open:workflow:)`).
     func stats(of workflow: Workflow) throws(ProtocolError) -> WorkflowStats {
         if let known = workflowStats[workflow.prefix] { return known }
+        let stats: WorkflowStats
+        if let restored = try restoredStats(of: workflow) {
+            stats = restored
+        } else {
+            stats = try recountedStats(of: workflow)
+        }
+        workflowStats[workflow.prefix] = stats
+        return stats
+    }
+
+    /// The stats from the stats record and the open records on the
+    /// workflow's list, or nil when they cannot be trusted: a listed name
+    /// that is not a record of the workflow in an open stage means the list
+    /// is not the set of open records (an admin's list write, a changed
+    /// config).
+    func restoredStats(of workflow: Workflow) throws(ProtocolError) -> WorkflowStats? {
+        guard let statsName = workflow.stats, let listName = workflow.list,
+              let record = try cache.record(statsName) else { return nil }
+        var open: [WorkflowStats.OpenRecord] = []
+        for name in try cache.list(listName)?.entries ?? [] {
+            guard name.hasBytePrefix(workflow.prefix), let listed = try cache.record(name),
+                  let stage = listed.data[workflow.stageField]?.stringValue, workflow.isOpen(stage) else { return nil }
+            open.append(WorkflowStats.OpenRecord(name: name, created: listed.created))
+        }
+        return WorkflowStats(restoring: record.data, open: open, workflow: workflow)
+    }
+
+    /// The stats counted from every record of the workflow (O(its history)).
+    func recountedStats(of workflow: Workflow) throws(ProtocolError) -> WorkflowStats {
+        metrics.statsRecounts.add(1, ordering: .relaxed)
         var stats = WorkflowStats(workflow: workflow)
         var after: String?
         while true {
@@ -60,7 +97,6 @@ extension HubCore {
             guard more, let last = page.last?.name else { break }
             after = last
         }
-        workflowStats[workflow.prefix] = stats
         return stats
     }
 

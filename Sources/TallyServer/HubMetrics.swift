@@ -40,6 +40,10 @@ final class HubMetrics: Sendable {
     /// core was idle.
     let coreBatchesQueued = Atomic<Int>(0)
     let coreBatchesInPlace = Atomic<Int>(0)
+    /// Workflow stats counted from every record of a workflow (no stats
+    /// record to read them back from, or one that does not fit the config):
+    /// O(history) each, so after a restart this should stay at 0.
+    let statsRecounts = Atomic<Int>(0)
     /// Commit latency histogram, seconds (Prometheus `le` buckets).
     static let bucketBounds: [Double] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1]
     private let buckets = Locked<[Int]>(Array(repeating: 0, count: 11))
@@ -91,6 +95,9 @@ final class HubMetrics: Sendable {
         metric("tally_denied_total", "counter", "Operations refused by the access rules or a workflow's roles.", value(denied))
         metric("tally_browser_refusals_total", "counter", "Requests refused for their Origin or Host (cross-site pages, DNS rebinding).", value(browserRefusals))
         metric("tally_unauthenticated_connections", "gauge", "WebSocket connections that have not sent a valid token yet.", value(unauthenticated))
+        metric("tally_workflow_stats_recounts_total", "counter",
+               "Workflow stats counted from every record of the workflow instead of read back from its stats record.",
+               value(statsRecounts))
         text += "# HELP tally_core_batches_total Batches of core work, by the thread that did them.\n"
         text += "# TYPE tally_core_batches_total counter\n"
         text += "tally_core_batches_total{thread=\"core\"} \(value(coreBatchesQueued))\n"

@@ -12,6 +12,7 @@ enum BenchCommand {
            tally bench writes [options]
            tally bench startup [options]
            tally bench soak [options]
+           tally bench history [options]
 
     echo          round trips against a WebSocket echo endpoint: latency and messages/s
       --url URL             (default ws://127.0.0.1:8080/echo)
@@ -72,6 +73,11 @@ enum BenchCommand {
     startup       fills a store with N records, stops the hub, then times
                   `tally serve` from exec to "listening" and to the first `get`
       --records N           records (default 1000000)
+      --orders              fill with N finished orders instead (created and
+                            advanced to delivered, 1000 per write, through
+                            1 connection unless --connections); each start
+                            also times its first order creation, the first
+                            write that needs the workflow's stats
       --starts K            timed starts; the median is reported (default 3)
       --connections C       filling connections (default 4)
       --fill-durability M   --durability while filling (default full)
@@ -94,6 +100,29 @@ enum BenchCommand {
       --threads N           client event-loop threads (default 1)
       --url URL --hub-pid PID  soak a hub started elsewhere (under heaptrack,
                             say) instead of a fresh child; RSS is read from PID
+
+    history       whether writes slow down as history grows: a Tally hub child on a
+                  fresh store is filled with finished orders (created and advanced
+                  to delivered in atomic writes of 1000) to each size in turn; at
+                  each size, order creations/s, advances/s and addEntry/s on a big
+                  list are measured from each connection count. Prints rate per
+                  size, measure and connections, then each rate at the largest
+                  size ÷ at the smallest (target ≥ 0.8×). Exit status 1 when a
+                  row could not be measured (a refusal is shown as a failed row)
+      --sizes LIST          finished orders (default 1000,100000,1000000)
+      --list-entries N      entries in the list addEntry appends to, filled
+                            once before the first size (default 1000000)
+      --list NAME           that list (default bench/history-list)
+      --seconds D           measuring time per row (default 5)
+      --connections LIST    connection counts (default 1,100)
+      --window N            requests in flight in total, shared by the
+                            connections, at least 1 each (default 100)
+      --fill-connections C  connections filling the hub (default 1)
+      --fill-batch N        orders (or list entries) per atomic write while
+                            filling, 1 to 1000 (default 1000)
+      --durability MODE     the hub's --durability: full (default), normal or off
+      --threads N           client event-loop threads (default 1)
+      --json                print the result as JSON instead of tables
     """
 
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
@@ -105,7 +134,8 @@ enum BenchCommand {
         case "writes": return try writes(args.dropFirst())
         case "startup": return try startup(args.dropFirst())
         case "soak": return try soak(args.dropFirst())
-        default: throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, writes, startup or soak")
+        case "history": return try history(args.dropFirst())
+        default: throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, writes, startup, soak or history")
         }
     }
 
@@ -340,27 +370,40 @@ enum BenchCommand {
 
     private static func startup(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
         let a = try Arguments(args, command: "bench startup",
-                              valued: ["records", "starts", "connections", "fill-durability"], flags: ["help"])
+                              valued: ["records", "starts", "connections", "fill-durability"], flags: ["orders", "help"])
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench startup")
         var bench = BrokerStartupBenchmark()
+        if a.flag("orders") { bench.kind = .orders }
         bench.records = try a.int("records", in: 1...100_000_000) ?? 1_000_000
         bench.starts = try a.int("starts", in: 1...100) ?? 3
-        bench.connections = try a.int("connections", in: 1...64) ?? 4
+        // Orders through one connection: more would keep more orders open
+        // at once, and the list of open orders is rewritten whole per change.
+        bench.connections = try a.int("connections", in: 1...64) ?? (bench.kind == .orders ? 1 : 4)
         bench.fillDurability = a.string("fill-durability") ?? "full"
         raiseDescriptorLimit()
         do {
             let r = try bench.run(log: progress)
-            var rows: [[String]] = [["records", "store size (MiB)", "fill time (s)", "fill records/s", "hub CPU filling (s)",
-                                     "start", "exec → listening (ms)", "exec → first get (ms)", "RSS after get (MiB)"]]
+            let orders = bench.kind == .orders
+            var header = [orders ? "finished orders" : "records", "store size (MiB)", "fill time (s)",
+                          orders ? "fill orders/s" : "fill records/s", "hub CPU filling (s)", "start",
+                          "exec → listening (ms)", "exec → first get (ms)"]
+            if orders { header.append("exec → first order (ms)") }
+            header.append("RSS after get (MiB)")
+            var rows: [[String]] = [header]
             for (i, s) in r.starts.enumerated() {
-                rows.append([i == 0 ? String(r.records) : "", i == 0 ? format(Double(r.storeBytes) / 1_048_576, 1) : "",
-                             i == 0 ? format(r.fillSeconds, 1) : "", i == 0 ? format(Double(r.records) / r.fillSeconds, 0) : "",
-                             i == 0 ? format(r.fillCPUSeconds, 1) : "", String(i + 1),
-                             format(s.listeningSeconds * 1000, 1), format(s.firstGetSeconds * 1000, 1),
-                             s.rssKiB.map { format(Double($0) / 1024, 1) } ?? "n/a"])
+                var row = [i == 0 ? String(r.records) : "", i == 0 ? format(Double(r.storeBytes) / 1_048_576, 1) : "",
+                           i == 0 ? format(r.fillSeconds, 1) : "", i == 0 ? format(Double(r.records) / r.fillSeconds, 0) : "",
+                           i == 0 ? format(r.fillCPUSeconds, 1) : "", String(i + 1),
+                           format(s.listeningSeconds * 1000, 1), format(s.firstGetSeconds * 1000, 1)]
+                if orders { row.append(s.firstOrderSeconds.map { format($0 * 1000, 1) } ?? "n/a") }
+                row.append(s.rssKiB.map { format(Double($0) / 1024, 1) } ?? "n/a")
+                rows.append(row)
             }
-            rows.append(["", "", "", "", "", "median", format(r.medianListening * 1000, 1), format(r.medianFirstGet * 1000, 1), ""])
+            var median = ["", "", "", "", "", "median", format(r.medianListening * 1000, 1), format(r.medianFirstGet * 1000, 1)]
+            if orders { median.append(r.medianFirstOrder.map { format($0 * 1000, 1) } ?? "n/a") }
+            median.append("")
+            rows.append(median)
             print(renderTable(rows), terminator: "")
             return 0
         } catch {
@@ -429,5 +472,67 @@ enum BenchCommand {
         for (kind, count) in r.problems.counts.sorted(by: { $0.key < $1.key }) { progress("\(count) × \(kind)") }
         for example in r.problems.examples { progress(example) }
         return r.errors == 0 ? 0 : 1
+    }
+
+    private static func history(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+        let a = try Arguments(args, command: "bench history",
+                              valued: ["sizes", "list-entries", "list", "seconds", "connections", "window", "fill-connections", "fill-batch",
+                                       "durability", "threads"],
+                              flags: ["json", "help"])
+        if a.flag("help") { print(help); return 0 }
+        try a.noPositionals("bench history")
+        var bench = HistoryBenchmark()
+        bench.sizes = try intList(a, "sizes", default: bench.sizes, in: 0...100_000_000)
+        bench.listEntries = try a.int("list-entries", in: 0...100_000_000) ?? bench.listEntries
+        bench.list = a.string("list") ?? bench.list
+        bench.seconds = try seconds(a, "seconds", default: bench.seconds)
+        guard bench.seconds > 0 else { throw UsageError(message: "--seconds must be more than 0") }
+        bench.connections = try intList(a, "connections", default: bench.connections, in: 1...10_000)
+        bench.window = try a.int("window", in: 1...100_000) ?? bench.window
+        bench.fillConnections = try a.int("fill-connections", in: 1...64) ?? bench.fillConnections
+        bench.batch = try a.int("fill-batch", in: 1...1000) ?? bench.batch
+        bench.durability = a.string("durability") ?? "full"
+        guard ["full", "normal", "off"].contains(bench.durability) else {
+            throw UsageError(message: "--durability must be full, normal or off, not '\(bench.durability)'")
+        }
+        bench.threads = try a.int("threads", in: 1...64) ?? 1
+        raiseDescriptorLimit()
+        let r: HistoryBenchmark.Result
+        do { r = try bench.run(log: progress) } catch {
+            printError("history: \(error)")
+            return 1
+        }
+        let failed = r.rows.contains { $0.failed }
+        for row in r.rows where row.failed {
+            progress("\(row.size) orders, \(row.measure.rawValue), \(row.connections) connections failed: \(row.failure ?? "?")")
+        }
+        if a.flag("json") {
+            print(r.json)
+            return failed ? 1 : 0
+        }
+        var rows: [[String]] = [["finished orders", "measure", "connections", "acknowledged", "errors", "seconds", "rate (/s)"]]
+        for row in r.rows {
+            rows.append([String(row.size), row.measure.rawValue, String(row.connections), String(row.acknowledged),
+                         String(row.errors), format(row.seconds, 2), row.failed ? "failed" : format(row.rate, 0)])
+        }
+        print(renderTable(rows))
+        var fills: [[String]] = [["size", "finished orders", "orders added", "fill time (s)", "orders/s"]]
+        for fill in r.fills {
+            fills.append([String(fill.size), String(fill.finished), String(fill.added), format(fill.seconds, 1), format(fill.ordersPerSecond, 0)])
+        }
+        print(renderTable(fills))
+        let sizes = bench.sizes.sorted()
+        let smallest = sizes.first.map(String.init) ?? "?", largest = sizes.last.map(String.init) ?? "?"
+        var ratios: [[String]] = [["measure", "connections", "rate at \(smallest) (/s)", "rate at \(largest) (/s)",
+                                   "ratio", "target", "met"]]
+        for q in r.ratios {
+            let known = q.smallest > 0 && q.largest > 0
+            ratios.append([q.measure.rawValue, String(q.connections), q.smallest > 0 ? format(q.smallest, 0) : "failed",
+                           q.largest > 0 ? format(q.largest, 0) : "failed", known ? format(q.ratio, 2) + "×" : "n/a",
+                           "≥ " + format(HistoryBenchmark.target, 1) + "×", known ? (q.met ? "yes" : "no") : "n/a"])
+        }
+        print(renderTable(ratios), terminator: "")
+        if let failure = r.listFailure { progress("list: \(failure)") }
+        return failed ? 1 : 0
     }
 }

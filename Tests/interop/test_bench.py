@@ -108,8 +108,8 @@ def test_device_writes_per_set_refuses_bad_arguments(args, complaint):
     assert "| binary |" not in result.stdout
 
 
-def soak_tables(out: str) -> tuple[list[list[str]], list[list[str]]]:
-    """The two tables `tally bench soak` prints: RSS over time, then the summary."""
+def markdown_tables(out: str) -> list[list[list[str]]]:
+    """The tables of a command's output, each a list of rows of cells (header first)."""
     tables: list[list[list[str]]] = [[]]
     for line in out.splitlines():
         if not line.strip():
@@ -119,7 +119,12 @@ def soak_tables(out: str) -> tuple[list[list[str]], list[list[str]]]:
         if line.startswith("|-"):
             continue
         tables[-1].append([c.strip() for c in line.strip().strip("|").split("|")])
-    tables = [t for t in tables if t]
+    return [t for t in tables if t]
+
+
+def soak_tables(out: str) -> tuple[list[list[str]], list[list[str]]]:
+    """The two tables `tally bench soak` prints: RSS over time, then the summary."""
+    tables = markdown_tables(out)
     assert len(tables) == 2, out
     return tables[0], tables[1]
 
@@ -157,13 +162,17 @@ def test_soak_prints_rss_over_time_and_a_summary_and_checks_every_push():
     assert errors == "0", result.err
 
 
-@pytest.mark.parametrize("args, complaint", [
-    (["--seconds", "0"], "--seconds"),
-    (["--reconnect-every", "5"], "--reconnect-every"),
-    (["--url", "ws://127.0.0.1:1/v1/ws"], "--url and --hub-pid go together"),
+@pytest.mark.parametrize("bench, args, complaint", [
+    ("soak", ["--seconds", "0"], "--seconds"),
+    ("soak", ["--reconnect-every", "5"], "--reconnect-every"),
+    ("soak", ["--url", "ws://127.0.0.1:1/v1/ws"], "--url and --hub-pid go together"),
+    ("history", ["--sizes", "many"], "--sizes"),
+    ("history", ["--seconds", "0"], "--seconds"),
+    ("history", ["--durability", "maybe"], "--durability"),
+    ("history", ["--fill-batch", "1001"], "--fill-batch"),
 ])
-def test_soak_refuses_bad_arguments(args, complaint):
-    result = run_tally(["bench", "soak", *args], None, 15.0)
+def test_soak_and_history_refuse_bad_arguments(bench, args, complaint):
+    result = run_tally(["bench", bench, *args], None, 15.0)
     assert result.rc == 2, result
     assert complaint in result.err, result
     assert result.out == "", result
@@ -196,3 +205,73 @@ def test_hardening_refuses_bad_arguments(args, complaint):
     assert result.returncode == 2, result
     assert complaint in result.stderr, result.stderr
     assert "| binary |" not in result.stdout
+
+
+def history(*extra: str):
+    return run_tally(["bench", "history", "--sizes", "100,600", "--list-entries", "1500", "--seconds", "0.4",
+                      "--connections", "1,5", "--window", "10", *extra], None, TIMEOUT)
+
+
+def test_history_prints_a_rate_per_size_measure_and_connections_and_the_ratios():
+    result = history()
+    assert result.rc == 0, result
+    rates, fills, ratios = markdown_tables(result.out)
+    assert rates[0] == ["finished orders", "measure", "connections", "acknowledged", "errors", "seconds",
+                        "rate (/s)"], result.out
+    keys = [(r[0], r[1], r[2]) for r in rates[1:]]
+    assert keys == [(size, measure, conns) for size in ("100", "600") for conns in ("1", "5")
+                    for measure in ("create", "advance", "addEntry")], result.out
+    for row in rates[1:]:
+        assert int(row[3]) > 0 and row[4] == "0" and float(row[6]) > 0, row
+        assert 0.3 <= float(row[5]) <= 0.6, row
+    assert fills[0] == ["size", "finished orders", "orders added", "fill time (s)", "orders/s"], result.out
+    assert [f[0] for f in fills[1:]] == ["100", "600"] and fills[1][2] == "100", result.out
+    assert all(int(f[1]) >= int(f[0]) for f in fills[1:]), result.out
+    assert ratios[0] == ["measure", "connections", "rate at 100 (/s)", "rate at 600 (/s)", "ratio", "target", "met"]
+    assert len(ratios) == 7, result.out
+    for measure, conns, small, large, ratio, target, met in ratios[1:]:
+        assert abs(float(ratio[:-1]) - float(large) / float(small)) <= 0.01 + 0.01 * float(ratio[:-1]), ratios
+        assert target == "≥ 0.8×" and met == ("yes" if float(ratio[:-1]) >= 0.8 else "no"), ratios
+
+
+def test_history_json_and_a_refused_list_is_a_failed_row():
+    import json
+
+    # At full size the engine refuses the list's 100,001st entry until lists
+    # scale (issue 14); a list under `stats/`, which only the hub writes, is
+    # refused at once and stands in for it here.
+    result = history("--json", "--list", "stats/bench-history", "--sizes", "50", "--connections", "2")
+    assert result.rc == 1, result
+    doc = json.loads(result.out)
+    assert set(doc) == {"rows", "fills", "list", "ratios"}, doc
+    rows = {(r["measure"], r["connections"]): r for r in doc["rows"]}
+    assert list(rows) == [("create", 2), ("advance", 2), ("addEntry", 2)], doc
+    for key in (("create", 2), ("advance", 2)):
+        assert rows[key]["rate"] > 0 and rows[key]["failed"] is False and rows[key]["errors"] == 0, rows[key]
+        assert rows[key]["acknowledged"] > 0 and 0.3 <= rows[key]["seconds"] <= 0.6, rows[key]
+    refused = rows[("addEntry", 2)]
+    assert refused["failed"] is True and refused["rate"] == 0, refused
+    assert doc["list"]["entries"] == 0 and "forbidden" in doc["list"]["failure"], doc
+    assert "forbidden" in refused["failure"] and "the list holds 0 entries, not 1500" in refused["failure"], refused
+    assert "50 orders, addEntry, 2 connections failed" in result.err, result.err
+    assert doc["fills"] == [{"size": 50, "finished": 50, "added": 50, "seconds": doc["fills"][0]["seconds"],
+                             "ordersPerSecond": doc["fills"][0]["ordersPerSecond"]}], doc
+    ratios = {(q["measure"], q["connections"]): q for q in doc["ratios"]}
+    assert set(ratios) == set(rows) and all(q["target"] == 0.8 for q in ratios.values()), doc
+    assert ratios[("create", 2)]["ratio"] == 1.0, "one size: the ratio of a rate to itself"
+    assert ratios[("addEntry", 2)]["ratio"] is None and ratios[("addEntry", 2)]["met"] is False, doc
+
+
+def test_startup_with_finished_orders_times_the_first_order():
+    result = run_tally(["bench", "startup", "--orders", "--records", "300", "--starts", "2", "--connections", "2"],
+                       None, TIMEOUT)
+    assert result.rc == 0, result
+    (table,) = markdown_tables(result.out)
+    assert table[0] == ["finished orders", "store size (MiB)", "fill time (s)", "fill orders/s", "hub CPU filling (s)",
+                        "start", "exec → listening (ms)", "exec → first get (ms)", "exec → first order (ms)",
+                        "RSS after get (MiB)"], result.out
+    assert table[1][0] == "300" and [r[5] for r in table[1:]] == ["1", "2", "median"], result.out
+    for row in table[1:3]:
+        listening, get, order = (float(c) for c in row[6:9])
+        assert 0 < listening <= get <= order, row
+    assert "answered" not in result.err, "the get found an order and the first order was created"
