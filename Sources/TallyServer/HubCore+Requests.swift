@@ -122,10 +122,11 @@ extension HubCore {
                 } else {
                     answer(session, id: id, after: head) { record.envelope(into: &$0) }
                 }
-            case .list(let name):
+            case .list(let name, let cursor, let limit):
                 try policy.check(actor, .read, name: name, owner: nil)
                 guard let list = try cache.list(name) else { throw ProtocolError(.notFound, "no list named \"\(name)\"") }
-                answer(session, id: id, after: head) { list.envelope(into: &$0) }
+                let page = try cache.listPage(name, after: cursor, limit: limit ?? configuration.maxSnapshotEntries)
+                answer(session, id: id, after: head) { list.envelope(into: &$0, page: page) }
             case .prefix(let prefix, let after, let limit):
                 let (records, more) = try readableRecords(prefix: prefix, after: after, limit: limit, actor: actor)
                 answer(session, id: id, after: head) { writer in
@@ -242,8 +243,9 @@ extension HubCore {
             }
         case .list(let name):
             let list = try cache.list(name)
+            let page = list == nil ? nil : try cache.listPage(name, after: nil, limit: configuration.maxSnapshotEntries)
             return { writer in
-                if let list { writer.raw("list", list.envelope()) } else { writer.null("list") }
+                if let list, let page { writer.raw("list", list.envelope(page: page)) } else { writer.null("list") }
             }
         case .prefix(let prefix):
             let (records, more) = try records(prefix: prefix, after: nil, limit: configuration.maxSnapshotRecords)
@@ -400,8 +402,9 @@ extension HubCore {
             case .record(_, let after, _):
                 mutations.append(after.map { .putRecord($0.stored) } ?? .deleteRecord(change.name))
                 stored.append(StoredChange(seq: change.seq, time: now, kind: .record, name: change.name, message: change.push))
-            case .list(_, let after):
+            case .list(_, let after, let edit):
                 mutations.append(after.map { .putList($0.stored) } ?? .deleteList(change.name))
+                Self.mutations(of: edit, list: change.name, into: &mutations)
                 stored.append(StoredChange(seq: change.seq, time: now, kind: .list, name: change.name, message: change.push))
             }
         }
@@ -413,6 +416,21 @@ extension HubCore {
         }
         emitUnit(StoreUnit(mutations: mutations, changes: stored, idempotency: idempotency, token: UInt64(last)))
         return .success(WriteResult(seq: last, reply: reply, changes: changes))
+    }
+
+    /// What a list change does to the store's entry rows.
+    static func mutations(of edit: ListEdit, list: String, into mutations: inout [StoreMutation]) {
+        switch edit {
+        case .insert(let row):
+            mutations.append(.insertListEntry(list: list, StoredListEntry(key: row.key, entry: row.entry)))
+        case .remove(let keys):
+            mutations.append(.deleteListEntries(list: list, keys))
+        case .replace(let rows):
+            mutations.append(.clearListEntries(list))
+            for row in rows { mutations.append(.insertListEntry(list: list, StoredListEntry(key: row.key, entry: row.entry))) }
+        case .delete:
+            break // .deleteList removes the rows
+        }
     }
 
     /// Pushes of `changes`, queued after their replies by the caller.

@@ -18,6 +18,10 @@ public struct CoreConfiguration: Sendable {
     public var cacheBytes = 16 << 20
     /// Most records in a prefix subscription's snapshot.
     public var maxSnapshotRecords = 10_000
+    /// Most entries of a list in one reply: a `get`'s page, a list
+    /// subscription's snapshot, a REST list envelope, a list's `conflict`
+    /// error (a longer list's conflict carries no `entries`).
+    public var maxSnapshotEntries = Request.maxListPage
     /// Most subscriptions one connection may hold; more are refused with
     /// `too_many_subscriptions`. A subscription costs about 220 bytes (a
     /// path subscription on a shared record, measured), so a connection at
@@ -156,7 +160,9 @@ public final class HubCore: @unchecked Sendable {
         self.store = store
         self.configuration = configuration
         self.logger = logger
-        self.engine = Engine(limits: configuration.limits)
+        var limits = configuration.limits
+        limits.maxConflictEntries = configuration.maxSnapshotEntries
+        self.engine = Engine(limits: limits)
         let reader = try store.makeReader()
         let bounds = try reader.sequenceBounds()
         headSeq = bounds.head

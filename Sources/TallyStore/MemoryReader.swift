@@ -1,3 +1,5 @@
+import TallyProtocol
+
 /// Reads a MemoryStore's tables under their lock: every call sees whole
 /// committed batches only.
 final class MemoryReader: StoreReading {
@@ -13,6 +15,23 @@ final class MemoryReader: StoreReading {
 
     func list(_ name: String) throws(StoreError) -> StoredList? {
         tables.withLock { $0.lists[ByteName(name)] }
+    }
+
+    func listEntries(_ name: String, descending: Bool, after: ListKey?) throws(StoreError) -> any StoredListCursor {
+        let rows = tables.withLock { $0.listEntries[ByteName(name)] ?? [] }
+        var slice: ArraySlice<StoredListEntry> = rows[...]
+        if let after {
+            let start = MemoryTables.index(in: rows, notBelow: after)
+            let past = start < rows.count && rows[start].key == after ? start + 1 : start
+            slice = descending ? rows[..<start] : rows[past...]
+        }
+        return MemoryListCursor(descending ? Array(slice.reversed()) : Array(slice))
+    }
+
+    func listKeys(_ name: String, holding entry: String) throws(StoreError) -> [ListKey] {
+        tables.withLock { t in
+            (t.listEntries[ByteName(name)] ?? []).filter { $0.entry.sameBytes(as: entry) }.map(\.key)
+        }
     }
 
     func records(prefix: String, after: String?, limit: Int) throws(StoreError) -> [StoredRecord] {
@@ -74,5 +93,20 @@ final class MemoryReader: StoreReading {
             StoreState(headSeq: t.head, floorSeq: t.floor, recordCount: t.records.count, listCount: t.lists.count,
                        changeCount: t.changes.count, changeBytes: t.changes.bytes)
         }
+    }
+}
+
+/// A copy of a list's rows taken under the lock: a snapshot, as a SQLite
+/// statement's is.
+final class MemoryListCursor: StoredListCursor {
+    private let rows: [StoredListEntry]
+    private var index = 0
+
+    init(_ rows: [StoredListEntry]) { self.rows = rows }
+
+    func next() throws(StoreError) -> StoredListEntry? {
+        guard index < rows.count else { return nil }
+        index += 1
+        return rows[index - 1]
     }
 }

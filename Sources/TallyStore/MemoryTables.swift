@@ -1,4 +1,5 @@
 import CSQLite
+import TallyProtocol
 
 /// Everything a MemoryStore holds, the same tables as the SQLite schema.
 /// Guarded by one lock; the writer changes it, readers read it.
@@ -7,6 +8,8 @@ struct MemoryTables {
     var recordNames = SortedNames()
     var lists: [ByteName: StoredList] = [:]
     var listNames = SortedNames()
+    /// Each list's entries, ascending by key.
+    var listEntries: [ByteName: [StoredListEntry]] = [:]
     var changes = MemoryChangeLog()
     var idempotency: [ByteName: StoredIdempotency] = [:]
     var head: Int64 = 0
@@ -16,6 +19,7 @@ struct MemoryTables {
     private enum Undo {
         case record(ByteName, StoredRecord?)
         case list(ByteName, StoredList?)
+        case listEntries(ByteName, [StoredListEntry]?)
         case change(Int64)
         case idempotency(ByteName, StoredIdempotency?)
     }
@@ -48,6 +52,26 @@ struct MemoryTables {
                 undo.append(.list(ByteName(list.name), setList(ByteName(list.name), list)))
             case .deleteList(let name):
                 undo.append(.list(ByteName(name), setList(ByteName(name), nil)))
+                undo.append(.listEntries(ByteName(name), listEntries.removeValue(forKey: ByteName(name))))
+            case .insertListEntry(let list, let row):
+                let name = ByteName(list)
+                var rows = listEntries[name] ?? []
+                let index = Self.index(in: rows, notBelow: row.key)
+                if index < rows.count, rows[index].key == row.key {
+                    throw StoreError(code: SQLITE_CONSTRAINT, message: "UNIQUE constraint failed: list_entries.list, list_entries.pos",
+                                     operation: "insert list entry")
+                }
+                undo.append(.listEntries(name, listEntries[name]))
+                rows.insert(row, at: index)
+                listEntries[name] = rows
+            case .deleteListEntries(let list, let keys):
+                let name = ByteName(list)
+                guard let old = listEntries[name] else { break }
+                undo.append(.listEntries(name, old))
+                let gone = Set(keys)
+                listEntries[name] = old.filter { !gone.contains($0.key) }
+            case .clearListEntries(let list):
+                undo.append(.listEntries(ByteName(list), listEntries.removeValue(forKey: ByteName(list))))
             }
             if let error = hooks.afterMutation?(unit.token, index) { throw error }
         }
@@ -66,6 +90,7 @@ struct MemoryTables {
         switch step {
         case .record(let name, let old): _ = setRecord(name, old)
         case .list(let name, let old): _ = setList(name, old)
+        case .listEntries(let name, let old): listEntries[name] = old
         case .change(let seq): changes.remove(seq: seq)
         case .idempotency(let key, let old): idempotency[key] = old
         }
@@ -95,5 +120,14 @@ struct MemoryTables {
             if old != nil { listNames.remove(name) }
         }
         return old
+    }
+
+    static func index(in rows: [StoredListEntry], notBelow key: ListKey) -> Int {
+        var low = 0, high = rows.count
+        while low < high {
+            let middle = (low + high) / 2
+            if rows[middle].key < key { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 }

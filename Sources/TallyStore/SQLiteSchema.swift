@@ -1,4 +1,5 @@
 import CSQLite
+import TallyProtocol
 
 /// The database schema as an explicit list of versioned migrations.
 ///
@@ -7,10 +8,13 @@ import CSQLite
 /// sqlite.org/pragma.html#pragma_user_version). A migration never changes
 /// once released; a new schema is a new step at the end of the list.
 enum SQLiteSchema {
-    struct Migration {
+    struct Migration: Sendable {
         let version: Int64
         let summary: String
         let sql: String
+        /// Runs after `sql`, in the same transaction: for what SQL cannot
+        /// do (decode a blob the hub wrote).
+        var swift: (@Sendable (SQLiteConnection) throws(StoreError) -> Void)?
     }
 
     static let migrations: [Migration] = [
@@ -70,7 +74,52 @@ enum SQLiteSchema {
         Migration(version: 3, summary: "the change log's bytes in meta", sql: """
             INSERT INTO meta(key, value) SELECT 'change_bytes', coalesce(sum(length(message)), 0) FROM changes;
             """),
+        // A list stored as one blob was rewritten whole by every addEntry:
+        // O(n) per write, 1.1 MB per new order once the orders list had
+        // 59,000 entries (issue 14). Each entry is now a row keyed by
+        // (list, order key), so a write touches O(log n) pages; the index
+        // by entry finds what removeEntry removes. The blobs are decoded
+        // here (LEB128 lengths, ListEntriesCodec) into keys 0, 1, 2, …
+        Migration(version: 4, summary: "list entries as rows with order keys", sql: """
+            CREATE TABLE list_entries(
+                list TEXT NOT NULL,
+                pos BLOB NOT NULL, -- ListKey: entries sort by it (memcmp)
+                entry TEXT NOT NULL,
+                PRIMARY KEY(list, pos)
+            ) STRICT, WITHOUT ROWID;
+            CREATE INDEX list_entries_by_entry ON list_entries(list, entry);
+            ALTER TABLE lists ADD COLUMN count INTEGER NOT NULL DEFAULT 0;
+            """, swift: splitListBlobs),
     ]
+
+    /// Migration 4's Swift step: every list's blob becomes rows, then the
+    /// blob column goes (ALTER TABLE DROP COLUMN, SQLite 3.35+).
+    @Sendable static func splitListBlobs(_ connection: SQLiteConnection) throws(StoreError) {
+        let names = try connection.prepare("SELECT name FROM lists ORDER BY name", name: "list names")
+        var lists: [String] = []
+        while try names.step() { lists.append(names.text(0)) }
+        names.reset()
+        let read = try connection.prepare("SELECT entries FROM lists WHERE name = ?1", name: "read list blob")
+        let insert = try connection.prepare("INSERT INTO list_entries(list, pos, entry) VALUES (?1, ?2, ?3)",
+                                            name: "insert list entry")
+        let count = try connection.prepare("UPDATE lists SET count = ?2 WHERE name = ?1", name: "count list")
+        for name in lists {
+            try read.bind(1, text: name)
+            guard try read.step() else { read.reset(); continue }
+            let entries = try read.withBlob(0) { bytes throws(StoreError) in try ListEntriesCodec.decode(bytes) }
+            read.reset()
+            for (index, entry) in entries.enumerated() {
+                try insert.bind(1, text: name)
+                try insert.bind(2, blob: ListKey(integer: Int64(index)).bytes)
+                try insert.bind(3, text: entry)
+                try insert.run()
+            }
+            try count.bind(1, text: name)
+            try count.bind(2, Int64(entries.count))
+            try count.run()
+        }
+        try connection.execute("ALTER TABLE lists DROP COLUMN entries")
+    }
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }
 
@@ -88,6 +137,7 @@ enum SQLiteSchema {
                 try refuseNewer(current)
                 if current < migration.version {
                     try connection.execute(migration.sql)
+                    try migration.swift?(connection)
                     try connection.execute("PRAGMA user_version = \(migration.version)")
                 }
                 try connection.execute("COMMIT")

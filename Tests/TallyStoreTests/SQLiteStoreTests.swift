@@ -9,7 +9,7 @@ import Testing
         let directory = try TemporaryDirectory(prefix: "tally-store")
         do {
             let h = try StoreHarness(.sqlite, directory: directory, retention: StoreRetention(maxChanges: 3))
-            try h.commit([.putRecord(record("r", version: 3)), .putList(list("l", ["x", "y"]))],
+            try h.commit([.putRecord(record("r", version: 3))] + putList("l", ["x", "y"]),
                          changes: (1...6).map { change($0, .record, "r") },
                          idempotency: StoredIdempotency(key: "k", seq: 6, time: testNow, response: [7]))
             try h.sync()
@@ -17,7 +17,7 @@ import Testing
         }
         let h = try StoreHarness(.sqlite, directory: directory, retention: StoreRetention(maxChanges: 3))
         #expect(try h.reader.record("r")?.version == 3)
-        #expect(try h.reader.list("l")?.entries == ["x", "y"])
+        #expect(try h.reader.entries("l") == ["x", "y"])
         #expect(try h.reader.idempotency("k")?.response == [7])
         let state = try h.reader.state()
         #expect(state.headSeq == 6)
@@ -124,10 +124,14 @@ import Testing
             #expect(try h.reader.state().changeBytes == total)
             h.store.close()
         }
-        // As version 2 left it: no change_bytes row.
+        // As version 2 left it: no change_bytes row (and lists as blobs).
         let path = directory.path + "/" + SQLiteStore.fileName
         let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
-        try raw.execute("DELETE FROM meta WHERE key = 'change_bytes'; PRAGMA user_version = 2")
+        try raw.execute("""
+            DELETE FROM meta WHERE key = 'change_bytes'; DROP TABLE list_entries;
+            ALTER TABLE lists DROP COLUMN count; ALTER TABLE lists ADD COLUMN entries BLOB NOT NULL DEFAULT x'01';
+            PRAGMA user_version = 2
+            """)
         raw.close()
         do {
             let h = try StoreHarness(.sqlite, directory: directory)
