@@ -19,12 +19,25 @@ export function applyRecordChange(envelope, change) {
 }
 
 /** A list envelope after `change` (null once deleted). */
-export function applyListChange(envelope, change) {
+export function applyListChange(envelope, change, paging = null) {
   if (change.kind === "delete") return null;
   const entries = envelope ? [...envelope.entries] : [];
+  // While a long list is paged in (`paging`: {loaded, cursor}), only the
+  // loaded entries are here: a change past them is in a page still to come.
+  const loaded = (index) => !paging || index < paging.loaded || (index === paging.loaded && !paging.cursor);
   switch (change.kind) {
-    case "addEntry": entries.splice(change.index, 0, change.entry); break;
-    case "removeEntry": for (const index of [...change.indexes].sort((a, b) => b - a)) entries.splice(index, 1); break;
+    case "addEntry":
+      if (!loaded(change.index)) break;
+      entries.splice(change.index, 0, change.entry);
+      if (paging) paging.loaded += 1;
+      break;
+    case "removeEntry":
+      for (const index of [...change.indexes].sort((a, b) => b - a)) {
+        if (paging && index >= paging.loaded) continue;
+        entries.splice(index, 1);
+        if (paging) paging.loaded -= 1;
+      }
+      break;
     case "setEntries": entries.splice(0, entries.length, ...change.entries); break;
     default: return envelope;
   }

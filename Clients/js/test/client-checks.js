@@ -177,6 +177,30 @@ export async function runClientChecks({ url, WebSocket } = {}) {
     assert(sub.value === null, "deleted list");
   });
 
+  await check("a list longer than a page is paged in whole, with the changes made meanwhile", async () => {
+    for (let batch = 0; batch < 25; batch += 1) {
+      const ops = [];
+      for (let i = 0; i < 1000; i += 1) ops.push({ op: "addEntry", list: "long/1", entry: `e/${batch * 1000 + i}` });
+      await b.write(ops);
+    }
+    const first = await a.getList("long/1", { limit: 3 });
+    assert(first.more === true && first.count === 25000 && equal(first.entries, ["e/0", "e/1", "e/2"]), JSON.stringify(first));
+    const sub = a.list("long/1");
+    // Written while the subscription pages: before, inside and after the loaded part.
+    const writes = [b.addEntry("long/1", "early", { at: 3 }), b.removeEntry("long/1", "e/12000"),
+      b.addEntry("long/1", "late"), b.removeEntry("long/1", "e/24999"), b.addEntry("long/1", "mid", { at: 15000 })];
+    await sub.ready;
+    const replies = await Promise.all(writes);
+    await until("every change", () => sub.seq >= replies[replies.length - 1].seq);
+    let page = await a.getList("long/1");
+    const whole = [...page.entries];
+    while (page.more) { page = await a.getList("long/1", { cursor: page.cursor }); whole.push(...page.entries); }
+    assert(whole.length === 25001, `${whole.length} entries`);
+    assert(equal(sub.value.entries, whole), "the subscription's entries are the list's");
+    assert(sub.value.more === undefined && sub.value.cursor === undefined, "no paging members left");
+    await sub.unsubscribe();
+  });
+
   await check("events reach topic subscribers", async () => {
     const got = [];
     const sub = a.topic("scanner", (data) => got.push(data));
