@@ -68,7 +68,16 @@ extension ClientCore {
         } else if case .object(let record)? = reply["record"], let envelope = RecordEnvelope(json: record) {
             snapshot.records = [envelope]
         }
-        if case .object(let list)? = reply["list"] { snapshot.list = ListEnvelope(json: list) }
+        if case .object(let list)? = reply["list"] {
+            snapshot.list = ListEnvelope(json: list)
+            if list["more"] == .bool(true), let cursor = list["cursor"]?.stringValue {
+                // Page the rest; pushes meanwhile go to the entries loaded so far.
+                sub.status = .paging
+                sub.snapshot = snapshot
+                sub.listPages = ListPages(list: snapshot.list, cursor: cursor, seq: seq)
+                return fetchListPage(sub)
+            }
+        }
         if case .prefix(let prefix) = sub.target, reply["more"] == .bool(true) {
             // Page the rest; pushes for the prefix wait in the buffer.
             sub.status = .paging
@@ -102,6 +111,36 @@ extension ClientCore {
                     snapshot.records = sub.pages.values.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
                     self.finishSnapshot(sub, snapshot)
                 }
+            }
+        }
+    }
+
+    func fetchListPage(_ sub: SubscriptionState) {
+        guard case .list(let name) = sub.target, let paging = sub.listPages, var snapshot = sub.snapshot else { return }
+        guard let cursor = paging.cursor else {
+            // Loaded (or replaced by a setEntries, or deleted, meanwhile).
+            snapshot.list = paging.list
+            snapshot.seq = max(snapshot.seq, paging.seq)
+            sub.listPages = nil
+            return finishSnapshot(sub, snapshot)
+        }
+        let (id, generation) = (sub.id, self.generation)
+        transmit(["op": "get", "list": .string(name), "cursor": .string(cursor)]) { [weak self] result in
+            guard let self, generation == self.generation, let sub = self.subscriptions[id], sub.status == .paging,
+                  sub.listPages != nil else { return }
+            switch result {
+            case .failure(let error):
+                // A list deleted meanwhile has no next page: its delete push ended the paging.
+                if sub.listPages?.cursor == nil { return self.fetchListPage(sub) }
+                if !error.isTransient { self.lost("cannot page list \(name): \(error)") }
+            case .success(let reply):
+                // A setEntries or delete pushed meanwhile replaced everything: this page is stale.
+                if sub.listPages?.cursor == cursor {
+                    sub.listPages?.list?.entries += (reply["entries"]?.arrayValue ?? []).compactMap(\.stringValue)
+                    sub.listPages?.cursor = reply["more"] == .bool(true) ? reply["cursor"]?.stringValue : nil
+                }
+                self.progressHandler?(.receiving(target: sub.target, records: sub.listPages?.list?.entries.count ?? 0))
+                self.fetchListPage(sub)
             }
         }
     }

@@ -19,13 +19,13 @@ final class MemoryReader: StoreReading {
 
     func listEntries(_ name: String, descending: Bool, after: ListKey?) throws(StoreError) -> any StoredListCursor {
         let rows = tables.withLock { $0.listEntries[ByteName(name)] ?? [] }
-        var slice: ArraySlice<StoredListEntry> = rows[...]
+        var range = rows.indices
         if let after {
             let start = MemoryTables.index(in: rows, notBelow: after)
             let past = start < rows.count && rows[start].key == after ? start + 1 : start
-            slice = descending ? rows[..<start] : rows[past...]
+            range = descending ? 0..<start : past..<rows.count
         }
-        return MemoryListCursor(descending ? Array(slice.reversed()) : Array(slice))
+        return MemoryListCursor(rows, range: range, descending: descending)
     }
 
     func listKeys(_ name: String, holding entry: String) throws(StoreError) -> [ListKey] {
@@ -96,17 +96,27 @@ final class MemoryReader: StoreReading {
     }
 }
 
-/// A copy of a list's rows taken under the lock: a snapshot, as a SQLite
+/// A list's rows as they were under the lock (the array is shared, not
+/// copied, until the writer changes it): a snapshot, as a SQLite
 /// statement's is.
 final class MemoryListCursor: StoredListCursor {
     private let rows: [StoredListEntry]
-    private var index = 0
+    private var range: Range<Int>
+    private let descending: Bool
 
-    init(_ rows: [StoredListEntry]) { self.rows = rows }
+    init(_ rows: [StoredListEntry], range: Range<Int>, descending: Bool) {
+        self.rows = rows
+        self.range = range
+        self.descending = descending
+    }
 
     func next() throws(StoreError) -> StoredListEntry? {
-        guard index < rows.count else { return nil }
-        index += 1
-        return rows[index - 1]
+        guard !range.isEmpty else { return nil }
+        if descending {
+            range = range.lowerBound..<range.upperBound - 1
+            return rows[range.upperBound]
+        }
+        range = range.lowerBound + 1..<range.upperBound
+        return rows[range.lowerBound - 1]
     }
 }

@@ -20,6 +20,8 @@ struct MemoryTables {
         case record(ByteName, StoredRecord?)
         case list(ByteName, StoredList?)
         case listEntries(ByteName, [StoredListEntry]?)
+        case listEntryInserted(ByteName, ListKey)
+        case listEntriesRemoved(ByteName, [StoredListEntry])
         case change(Int64)
         case idempotency(ByteName, StoredIdempotency?)
     }
@@ -54,22 +56,25 @@ struct MemoryTables {
                 undo.append(.list(ByteName(name), setList(ByteName(name), nil)))
                 undo.append(.listEntries(ByteName(name), listEntries.removeValue(forKey: ByteName(name))))
             case .insertListEntry(let list, let row):
+                // In place (no copy of the list): undo takes the key out again.
                 let name = ByteName(list)
-                var rows = listEntries[name] ?? []
-                let index = Self.index(in: rows, notBelow: row.key)
-                if index < rows.count, rows[index].key == row.key {
+                let index = Self.index(in: listEntries[name] ?? [], notBelow: row.key)
+                if index < listEntries[name]?.count ?? 0, listEntries[name]?[index].key == row.key {
                     throw StoreError(code: SQLITE_CONSTRAINT, message: "UNIQUE constraint failed: list_entries.list, list_entries.pos",
                                      operation: "insert list entry")
                 }
-                undo.append(.listEntries(name, listEntries[name]))
-                rows.insert(row, at: index)
-                listEntries[name] = rows
+                listEntries[name, default: []].insert(row, at: index)
+                undo.append(.listEntryInserted(name, row.key))
             case .deleteListEntries(let list, let keys):
                 let name = ByteName(list)
-                guard let old = listEntries[name] else { break }
-                undo.append(.listEntries(name, old))
-                let gone = Set(keys)
-                listEntries[name] = old.filter { !gone.contains($0.key) }
+                var removed: [StoredListEntry] = []
+                for key in keys {
+                    let index = Self.index(in: listEntries[name] ?? [], notBelow: key)
+                    if index < listEntries[name]?.count ?? 0, listEntries[name]?[index].key == key {
+                        removed.append(listEntries[name]!.remove(at: index))
+                    }
+                }
+                undo.append(.listEntriesRemoved(name, removed))
             case .clearListEntries(let list):
                 undo.append(.listEntries(ByteName(list), listEntries.removeValue(forKey: ByteName(list))))
             }
@@ -91,6 +96,13 @@ struct MemoryTables {
         case .record(let name, let old): _ = setRecord(name, old)
         case .list(let name, let old): _ = setList(name, old)
         case .listEntries(let name, let old): listEntries[name] = old
+        case .listEntryInserted(let name, let key):
+            let index = Self.index(in: listEntries[name] ?? [], notBelow: key)
+            listEntries[name]?.remove(at: index)
+        case .listEntriesRemoved(let name, let rows):
+            for row in rows {
+                listEntries[name, default: []].insert(row, at: Self.index(in: listEntries[name] ?? [], notBelow: row.key))
+            }
         case .change(let seq): changes.remove(seq: seq)
         case .idempotency(let key, let old): idempotency[key] = old
         }

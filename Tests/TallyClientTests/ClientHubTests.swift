@@ -259,4 +259,41 @@ import TallyTestSupport
         #expect(snapshot.records.count == 11_000)
         #expect(Set(snapshot.records.map(\.name)).count == 11_000)
     }
+
+    /// A list longer than a page: the subscription pages it in before its
+    /// snapshot, applying the pushes that arrive meanwhile to the part
+    /// already loaded; snapshot plus changes equal the list.
+    @Test func aLongListIsPagedIntoOneSnapshotWithTheChangesMadeMeanwhile() async throws {
+        let hub = try RestartableHub(dataDirectory: ":memory:")
+        let client = try await liveClient(hub.url)
+        let writer = try await liveClient(hub.url)
+        defer { client.close(); writer.close() }
+        for batch in 0..<25 {
+            _ = try await client.write(atomic: (0..<1000).map { .addEntry("long", entry: "e/\(batch * 1000 + $0)") })
+        }
+        let page = try await client.getListPage("long", limit: 2)
+        #expect(page.list.entries == ["e/0", "e/1"] && page.cursor != nil)
+        let events = Recorder<SubscriptionEvent>()
+        _ = client.subscribe(.list("long")) { events.append($0) }
+        async let early = writer.addEntry("long", entry: "early", at: 3)
+        async let middle = writer.removeEntry("long", entry: "e/12000")
+        async let late = writer.addEntry("long", entry: "late")
+        let last = try await [early.seq, middle.seq, late.seq].max()!
+        let all = try await events.wait(timeoutMillis: 20_000, "the snapshot and every change") { events in
+            var seen: Int64 = 0
+            for event in events {
+                if case .snapshot(let snapshot) = event { seen = max(seen, snapshot.seq) }
+                if case .changes(_, let through) = event { seen = max(seen, through) }
+            }
+            return seen >= last
+        }
+        guard case .snapshot(let snapshot) = all[0] else { throw TestFailure("expected a snapshot") }
+        var entries = snapshot.list?.entries
+        for case .changes(let changes, _) in all.dropFirst() {
+            for change in changes where change.seq > snapshot.seq { entries = try change.applied(toEntries: entries) }
+        }
+        let whole = try await client.getList("long")
+        #expect(whole.entries.count == 25_001)
+        #expect(entries == whole.entries)
+    }
 }

@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from synclib import expect_error, list_path, rest
+from test_cli import cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PAGE = 10_000
@@ -109,6 +110,11 @@ def test_a_long_list_is_read_in_pages_and_takes_its_100001st_entry(tally, sync_c
     page = client.ok("get", list="long", cursor=first["cursor"], limit=3)
     assert page["entries"] == [f"e/{i:07}" for i in range(PAGE, PAGE + 3)]
     assert page["count"] == 100_001
+
+    # `tally list show` pages through all of it.
+    shown = cli(tally, "list", "show", "long", "--json").ok().json()
+    assert len(shown["entries"]) == 100_001 and "more" not in shown and "cursor" not in shown
+    assert shown["entries"][5] == "early" and shown["entries"][-1] == "e/0100000"
 
     # A conflict on a list this long does not carry its entries.
     error = expect_error(client.request("addEntry", list="long", entry="x", version=1), "conflict")
