@@ -167,14 +167,12 @@ final class StateCache: EngineState {
 
     /// Everything up to `seq` is committed: those entries may be evicted now.
     func committed(through seq: Int64) {
+        var editedLists = Set<ByteKey>()
         while pinnedHead < pinned.count, pinned[pinnedHead].seq <= seq {
             let (pinSeq, text, isList) = pinned[pinnedHead]
             let name = ByteKey(text)
             if isList {
-                if var edits = listEdits.removeValue(forKey: name) {
-                    edits.prune(through: seq)
-                    if !edits.isEmpty { listEdits[name] = edits }
-                }
+                editedLists.insert(name)
                 if lists[name]?.pinnedSeq == pinSeq {
                     lists[name]?.pinnedSeq = 0
                     cleanOrder.append((name, true))
@@ -184,6 +182,12 @@ final class StateCache: EngineState {
                 cleanOrder.append((name, false))
             }
             pinnedHead += 1
+        }
+        // Once per list, not per change: a write of 1,000 addEntry is 1,000 changes of one list.
+        for name in editedLists {
+            guard var edits = listEdits.removeValue(forKey: name) else { continue }
+            edits.prune(through: seq)
+            if !edits.isEmpty { listEdits[name] = edits }
         }
         compactCleanOrderIfNeeded()
         if pinnedHead == pinned.count {
