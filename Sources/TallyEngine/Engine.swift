@@ -176,6 +176,7 @@ public struct Engine: Sendable {
         }
         let version = (current?.version ?? 0) + 1
         var newCount = count
+        var lastKey = current?.lastKey
         let edit: ListEdit
         var push = MessageWriter()
         push.string("op", "change")
@@ -193,7 +194,7 @@ public struct Engine: Sendable {
             if count == 0 {
                 key = .first
             } else if index == count {
-                key = try overlay.listRows(name, descending: true, after: nil).next()?.key.after()
+                key = current?.lastKey?.after()
             } else if index == 0 {
                 key = try overlay.listRows(name, descending: false, after: nil).next()?.key.before()
             } else {
@@ -201,6 +202,7 @@ public struct Engine: Sendable {
                 key = ListKey.between(pair[0].key, pair[1].key)
             }
             guard let key else { throw exhausted() }
+            if index == count { lastKey = key }
             edit = .insert(ListRow(key: key, entry: entry))
             newCount += 1
             push.string("kind", "addEntry")
@@ -223,6 +225,12 @@ public struct Engine: Sendable {
             }
             edit = .remove(removed.map(\.key))
             newCount -= removed.count
+            if let last = lastKey, removed.contains(where: { $0.key == last }) {
+                // The last entry went: the new last is the first from the end that stays.
+                let gone = Set(removed.map(\.key))
+                lastKey = newCount == 0 ? nil
+                    : try Self.firstKey(of: overlay.listRows(name, descending: true, after: nil), skipping: gone)
+            }
             push.string("kind", "removeEntry")
             push.string("entry", entry)
             push.value("indexes", .array(removed.map { .number(JSONNumber($0.index)) }))
@@ -233,6 +241,7 @@ public struct Engine: Sendable {
             }
             edit = .replace(newEntries.enumerated().map { ListRow(key: ListKey(integer: Int64($0.offset)), entry: $0.element) })
             newCount = newEntries.count
+            lastKey = newEntries.isEmpty ? nil : ListKey(integer: Int64(newEntries.count - 1))
             push.string("kind", "setEntries")
             push.value("entries", .array(newEntries.map(JSONValue.string)))
         case .deleteList:
@@ -243,11 +252,19 @@ public struct Engine: Sendable {
             preconditionFailure("record write routed to applyList")
         }
         let after = edit == .delete ? nil : ListState(name: name, version: version, seq: seq, created: current?.created ?? now,
-                                                      updated: now, count: newCount)
+                                                      updated: now, count: newCount, lastKey: lastKey)
         let reply: JSONObject = ["list": .string(name), "version": .number(JSONNumber(version)),
                                  "seq": .number(JSONNumber(seq))]
         return Change(seq: seq, time: now, name: name, target: .list(before: current, after: after, edit: edit),
                       push: push.finish(), reply: reply)
+    }
+
+    /// The first row's key that is not in `gone`.
+    static func firstKey(of cursor: any ListCursor, skipping gone: Set<ListKey>) throws(ProtocolError) -> ListKey? {
+        while let row = try cursor.next() {
+            if !gone.contains(row.key) { return row.key }
+        }
+        return nil
     }
 
     static func conflict(name: String, field: String, version: Int64, current: JSONValue?, currentKey: String,

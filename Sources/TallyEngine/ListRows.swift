@@ -1,16 +1,5 @@
 import TallyProtocol
 
-/// One entry of a list with its order key.
-public struct ListRow: Sendable, Equatable {
-    public var key: ListKey
-    public var entry: String
-
-    public init(key: ListKey, entry: String) {
-        self.key = key
-        self.entry = entry
-    }
-}
-
 /// A list's rows read in order from one end, one at a time (a prepared
 /// statement stepping through an index, or an array).
 public protocol ListCursor: AnyObject {
@@ -118,12 +107,7 @@ public struct ListEdits: Sendable {
     func names(_ key: ListKey) -> Bool { latest[key] != nil }
 
     static func firstIndex(in keys: [ListKey], notBelow key: ListKey) -> Int {
-        var low = 0, high = keys.count
-        while low < high {
-            let middle = (low + high) / 2
-            if keys[middle] < key { low = middle + 1 } else { high = middle }
-        }
-        return low
+        ListKey.firstIndex(in: keys, notBelow: key) { $0 }
     }
 }
 
@@ -218,12 +202,7 @@ public struct SortedListRows: Sendable, Equatable {
     }
 
     private func index(notBelow key: ListKey) -> Int {
-        var low = 0, high = rows.count
-        while low < high {
-            let middle = (low + high) / 2
-            if rows[middle].key < key { low = middle + 1 } else { high = middle }
-        }
-        return low
+        ListKey.firstIndex(in: rows, notBelow: key, by: \.key)
     }
 }
 

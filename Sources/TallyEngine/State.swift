@@ -41,14 +41,21 @@ public struct ListState: Sendable, Equatable {
     public var updated: Int64
     /// How many entries it has.
     public var count: Int
+    /// The last entry's key (nil: no entries), kept so an append reads no
+    /// rows: reading the end of the rows steps over every edit the store
+    /// has committed before the core heard of it, a thousand rows and more
+    /// while writes of 1,000 appends follow each other.
+    public var lastKey: ListKey?
 
-    public init(name: String, version: Int64, seq: Int64, created: Int64, updated: Int64, count: Int) {
+    public init(name: String, version: Int64, seq: Int64, created: Int64, updated: Int64, count: Int,
+                lastKey: ListKey?) {
         self.name = name
         self.version = version
         self.seq = seq
         self.created = created
         self.updated = updated
         self.count = count
+        self.lastKey = lastKey
     }
 }
 

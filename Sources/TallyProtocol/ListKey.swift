@@ -115,3 +115,29 @@ public struct ListKey: Sendable, Hashable, Comparable, CustomStringConvertible {
         self.bytes = bytes
     }
 }
+
+/// One entry of a list with its order key: what the engine reads and the
+/// store keeps (a row of `list_entries`).
+public struct ListRow: Sendable, Equatable {
+    public var key: ListKey
+    public var entry: String
+
+    public init(key: ListKey, entry: String) {
+        self.key = key
+        self.entry = entry
+    }
+}
+
+extension ListKey {
+    /// The first index of `elements` (ascending by `key`) whose key is not
+    /// below `key`: a binary search.
+    public static func firstIndex<Element>(in elements: [Element], notBelow key: ListKey,
+                                           by keyOf: (Element) -> ListKey) -> Int {
+        var low = 0, high = elements.count
+        while low < high {
+            let middle = (low + high) / 2
+            if keyOf(elements[middle]) < key { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+}

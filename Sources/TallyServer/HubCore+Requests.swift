@@ -418,21 +418,6 @@ extension HubCore {
         return .success(WriteResult(seq: last, reply: reply, changes: changes))
     }
 
-    /// What a list change does to the store's entry rows.
-    static func mutations(of edit: ListEdit, list: String, into mutations: inout [StoreMutation]) {
-        switch edit {
-        case .insert(let row):
-            mutations.append(.insertListEntry(list: list, StoredListEntry(key: row.key, entry: row.entry)))
-        case .remove(let keys):
-            mutations.append(.deleteListEntries(list: list, keys))
-        case .replace(let rows):
-            mutations.append(.clearListEntries(list))
-            for row in rows { mutations.append(.insertListEntry(list: list, StoredListEntry(key: row.key, entry: row.entry))) }
-        case .delete:
-            break // .deleteList removes the rows
-        }
-    }
-
     /// Pushes of `changes`, queued after their replies by the caller.
     func fanOut(_ changes: [Change]) {
         for change in changes {

@@ -70,8 +70,15 @@ final class StateCache: EngineState {
         let key = ByteKey(name)
         if let entry = lists[key] { return entry.state }
         let stored: StoredList?
-        do { stored = try reader.list(name) } catch { throw .storage(error) }
-        let state = stored.map(ListState.init(stored:))
+        var lastKey: ListKey?
+        do {
+            stored = try reader.list(name)
+            // Nothing of this list is uncommitted (it is not cached), so the store's last row is its last entry.
+            if stored != nil { lastKey = try reader.listEntries(name, descending: true, after: nil).next()?.key }
+        } catch {
+            throw .storage(error)
+        }
+        let state = stored.map { ListState(stored: $0, lastKey: lastKey) }
         put(key, Entry(state: state, pinnedSeq: 0, bytes: Self.footprint(key, state)))
         cleanOrder.append((key, true))
         return state
@@ -312,9 +319,9 @@ extension RecordState {
 }
 
 extension ListState {
-    init(stored: StoredList) {
+    init(stored: StoredList, lastKey: ListKey?) {
         self.init(name: stored.name, version: stored.version, seq: stored.seq, created: stored.created,
-                  updated: stored.updated, count: Int(stored.count))
+                  updated: stored.updated, count: Int(stored.count), lastKey: lastKey)
     }
 
     var stored: StoredList {
@@ -352,6 +359,6 @@ final class StoreListRows: ListCursor {
     init(_ stored: any StoredListCursor) { self.stored = stored }
 
     func next() throws(ProtocolError) -> ListRow? {
-        do { return try stored.next().map { ListRow(key: $0.key, entry: $0.entry) } } catch { throw .storage(error) }
+        do { return try stored.next() } catch { throw .storage(error) }
     }
 }

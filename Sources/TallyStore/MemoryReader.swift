@@ -100,17 +100,17 @@ final class MemoryReader: StoreReading {
 /// copied, until the writer changes it): a snapshot, as a SQLite
 /// statement's is.
 final class MemoryListCursor: StoredListCursor {
-    private let rows: [StoredListEntry]
+    private let rows: [ListRow]
     private var range: Range<Int>
     private let descending: Bool
 
-    init(_ rows: [StoredListEntry], range: Range<Int>, descending: Bool) {
+    init(_ rows: [ListRow], range: Range<Int>, descending: Bool) {
         self.rows = rows
         self.range = range
         self.descending = descending
     }
 
-    func next() throws(StoreError) -> StoredListEntry? {
+    func next() throws(StoreError) -> ListRow? {
         guard !range.isEmpty else { return nil }
         if descending {
             range = range.lowerBound..<range.upperBound - 1

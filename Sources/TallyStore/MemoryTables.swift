@@ -9,7 +9,7 @@ struct MemoryTables {
     var lists: [ByteName: StoredList] = [:]
     var listNames = SortedNames()
     /// Each list's entries, ascending by key.
-    var listEntries: [ByteName: [StoredListEntry]] = [:]
+    var listEntries: [ByteName: [ListRow]] = [:]
     var changes = MemoryChangeLog()
     var idempotency: [ByteName: StoredIdempotency] = [:]
     var head: Int64 = 0
@@ -19,9 +19,9 @@ struct MemoryTables {
     private enum Undo {
         case record(ByteName, StoredRecord?)
         case list(ByteName, StoredList?)
-        case listEntries(ByteName, [StoredListEntry]?)
+        case listEntries(ByteName, [ListRow]?)
         case listEntryInserted(ByteName, ListKey)
-        case listEntriesRemoved(ByteName, [StoredListEntry])
+        case listEntriesRemoved(ByteName, [ListRow])
         case change(Int64)
         case idempotency(ByteName, StoredIdempotency?)
     }
@@ -67,7 +67,7 @@ struct MemoryTables {
                 undo.append(.listEntryInserted(name, row.key))
             case .deleteListEntries(let list, let keys):
                 let name = ByteName(list)
-                var removed: [StoredListEntry] = []
+                var removed: [ListRow] = []
                 for key in keys {
                     let index = Self.index(in: listEntries[name] ?? [], notBelow: key)
                     if index < listEntries[name]?.count ?? 0, listEntries[name]?[index].key == key {
@@ -134,12 +134,7 @@ struct MemoryTables {
         return old
     }
 
-    static func index(in rows: [StoredListEntry], notBelow key: ListKey) -> Int {
-        var low = 0, high = rows.count
-        while low < high {
-            let middle = (low + high) / 2
-            if rows[middle].key < key { low = middle + 1 } else { high = middle }
-        }
-        return low
+    static func index(in rows: [ListRow], notBelow key: ListKey) -> Int {
+        ListKey.firstIndex(in: rows, notBelow: key, by: \.key)
     }
 }

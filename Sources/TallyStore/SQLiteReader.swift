@@ -253,10 +253,10 @@ final class SQLiteListCursor: StoredListCursor {
         self.giveBack = giveBack
     }
 
-    func next() throws(StoreError) -> StoredListEntry? {
+    func next() throws(StoreError) -> ListRow? {
         guard let s = statement else { return nil }
         do throws(StoreError) {
-            if try s.step() { return StoredListEntry(key: ListKey(bytes: s.blob(0)), entry: s.text(1)) }
+            if try s.step() { return ListRow(key: ListKey(bytes: s.blob(0)), entry: s.text(1)) }
         } catch {
             release()
             throw error

@@ -12,7 +12,7 @@ public enum StoreMutation: Sendable, Equatable {
     /// Removes the list and its entries; nothing happens when there is none.
     case deleteList(String)
     /// Inserts one entry of a list; a key the list already has fails the unit.
-    case insertListEntry(list: String, StoredListEntry)
+    case insertListEntry(list: String, ListRow)
     /// Removes the entries with these keys from a list.
     case deleteListEntries(list: String, [ListKey])
     /// Removes every entry of a list (before `setEntries` inserts the new ones).

@@ -24,20 +24,9 @@ public struct StoredList: Sendable, Equatable {
     }
 }
 
-/// One stored list entry with its order key.
-public struct StoredListEntry: Sendable, Equatable {
-    public var key: ListKey
-    public var entry: String
-
-    public init(key: ListKey, entry: String) {
-        self.key = key
-        self.entry = entry
-    }
-}
-
 /// A list's entries read in key order from one end, one at a time. Not
 /// Sendable: used by the reader's owner thread, and dropped (or read to the
 /// end) before the reader is used for anything that outlives it.
 public protocol StoredListCursor: AnyObject {
-    func next() throws(StoreError) -> StoredListEntry?
+    func next() throws(StoreError) -> ListRow?
 }

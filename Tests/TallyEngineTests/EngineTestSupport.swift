@@ -28,6 +28,8 @@ struct DictState: EngineState {
                 listRows[Array(change.name.utf8), default: SortedListRows()].apply(edit)
                 #expect(after.map { $0.count == listRows[Array(change.name.utf8)]?.rows.count } ?? true,
                         "a list's count is its number of rows")
+                #expect(after.map { $0.lastKey == listRows[Array(change.name.utf8)]?.rows.last?.key } ?? true,
+                        "a list's last key is its last row's")
             }
         }
     }
@@ -112,7 +114,7 @@ func recordChange(_ name: String, seq: Int64 = 1, before: JSONObject?, after: JS
 
 func listChange(_ name: String, seq: Int64 = 1) -> Change {
     Change(seq: seq, time: 0, name: name,
-           target: .list(before: nil, after: ListState(name: name, version: 1, seq: seq, created: 0, updated: 0, count: 0),
+           target: .list(before: nil, after: ListState(name: name, version: 1, seq: seq, created: 0, updated: 0, count: 0, lastKey: nil),
                          edit: .replace([])),
            push: [], reply: [:])
 }

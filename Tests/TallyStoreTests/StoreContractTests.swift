@@ -40,13 +40,13 @@ import TallyProtocol
         // One entry in, one out: rows, not a rewritten list.
         let between = ListKey.between(ListKey(integer: 0), ListKey(integer: 1))
         try h.commit([.putList(list("todo", entries + ["z"], version: 2, seq: 2)),
-                      .insertListEntry(list: "todo", StoredListEntry(key: between, entry: "z")),
+                      .insertListEntry(list: "todo", ListRow(key: between, entry: "z")),
                       .deleteListEntries(list: "todo", [ListKey(integer: 5)])])
         #expect(try h.reader.entries("todo") == ["a", "z"] + Array(entries[1...4]))
         // A key the list has already fails the unit, and nothing of it stays.
         #expect(throws: StoreError.self) {
             try h.commit([.putList(list("todo", [], version: 3, seq: 3)),
-                          .insertListEntry(list: "todo", StoredListEntry(key: between, entry: "again"))])
+                          .insertListEntry(list: "todo", ListRow(key: between, entry: "again"))])
         }
         h.store.resumeAfterFailure()
         #expect(try h.reader.list("todo")?.version == 2)

@@ -65,7 +65,7 @@ import Testing
         let last = try #require(try h.reader.listEntries("big", descending: true, after: nil).next())
         let first = try #require(try h.reader.listEntries("big", descending: false, after: nil).next())
         try h.commit([.putList(StoredList(name: "big", version: 10_001, seq: state.headSeq + 1, created: 0, updated: 0, count: 10_000)),
-                      .insertListEntry(list: "big", StoredListEntry(key: try #require(last.key.after()), entry: "appended")),
+                      .insertListEntry(list: "big", ListRow(key: try #require(last.key.after()), entry: "appended")),
                       .deleteListEntries(list: "big", [first.key])],
                      changes: [StoredChange(seq: state.headSeq + 1, time: testNow, kind: .list, name: "big", message: [])])
         let after = try h.reader.entries("big")
@@ -97,5 +97,27 @@ import Testing
         raw.close()
         let h = try StoreHarness(.sqlite, directory: directory)
         #expect(try h.reader.entries("big").count == 10_000)
+    }
+
+    /// A store from a newer schema (one this build does not know, such as
+    /// a later migration 5) is refused and left as it is.
+    @Test func aStoreFromANewerSchemaIsRefusedAndLeftAlone() throws {
+        let directory = try Self.copy()
+        let path = directory.path + "/" + SQLiteStore.fileName
+        do {
+            let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
+            try raw.execute("PRAGMA user_version = \(SQLiteSchema.latestVersion + 1)")
+            raw.close()
+        }
+        #expect {
+            _ = try SQLiteStore(directory: directory.path)
+        } throws: { error in
+            "\(error)".contains("newer than this build")
+        }
+        let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        defer { raw.close() }
+        #expect(try raw.queryInt("PRAGMA user_version") == SQLiteSchema.latestVersion + 1)
+        #expect(try raw.queryInt("SELECT count(*) FROM sqlite_master WHERE name = 'list_entries'") == 0,
+                "no migration step ran")
     }
 }

@@ -272,7 +272,7 @@ func list(_ name: String, _ entries: [String], version: Int64 = 1, seq: Int64 = 
 /// new ones at keys 0, 1, 2, …
 func putList(_ name: String, _ entries: [String], version: Int64 = 1, seq: Int64 = 1) -> [StoreMutation] {
     [.putList(list(name, entries, version: version, seq: seq)), .clearListEntries(name)]
-        + entries.enumerated().map { .insertListEntry(list: name, StoredListEntry(key: ListKey(integer: Int64($0.offset)), entry: $0.element)) }
+        + entries.enumerated().map { .insertListEntry(list: name, ListRow(key: ListKey(integer: Int64($0.offset)), entry: $0.element)) }
 }
 
 extension StoreReading {
