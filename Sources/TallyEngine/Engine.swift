@@ -171,8 +171,9 @@ public struct Engine: Sendable {
                                 current: entries, currentKey: "entries", base: base)
         }
         func missing() -> ProtocolError { ProtocolError(.notFound, "no list named \"\(name)\"") }
-        func exhausted() -> ProtocolError {
-            ProtocolError(.tooLarge, "\"\(name)\" has no order key left at that end", details: [:])
+        func exhausted() -> ProtocolError { // after 2^63 appends (or prepends) at one end
+            ProtocolError(.tooLarge, "\"\(name)\" has no order key left at that end",
+                          details: ["limit": .number(JSONNumber(Int64.max))])
         }
         let version = (current?.version ?? 0) + 1
         var newCount = count

@@ -223,6 +223,22 @@ import Testing
             "SELECT seq FROM changes WHERE kind = ?1 AND name = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4")
         #expect(entity.contains("USING INTEGER PRIMARY KEY (rowid>?)"), "\(entity)")
     }
+
+    /// A list's cursors walk the primary key from a point (no sort, no
+    /// scan of the list), and removal by entry finds its keys by the index.
+    @Test func listQueriesUseTheIndexes() throws {
+        let h = try StoreHarness(.sqlite, start: false)
+        let reader = try #require(h.reader as? SQLiteReader)
+        for (sql, expected) in [
+            ("SELECT pos, entry FROM list_entries WHERE list = ?1 ORDER BY pos DESC", "USING PRIMARY KEY (list=?)"),
+            ("SELECT pos, entry FROM list_entries WHERE list = ?1 AND pos > ?2 ORDER BY pos ASC", "USING PRIMARY KEY (list=? AND pos>?)"),
+            ("SELECT pos, entry FROM list_entries WHERE list = ?1 AND pos < ?2 ORDER BY pos DESC", "USING PRIMARY KEY (list=? AND pos<?)"),
+            ("SELECT pos FROM list_entries WHERE list = ?1 AND entry = ?2 ORDER BY pos", "USING COVERING INDEX list_entries_by_entry (list=? AND entry=?)"),
+        ] {
+            let plan = try reader.connection.queryPlan(sql)
+            #expect(plan.contains(expected) && !plan.contains("TEMP B-TREE"), "\(sql): \(plan)")
+        }
+    }
 }
 
 func copyFile(_ from: String, _ to: String) throws {

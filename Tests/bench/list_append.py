@@ -3,7 +3,9 @@
 
 Starts `tally serve` (TALLY_BIN, default --durability full, its own temporary
 --data) on 127.0.0.1, fills the list `bench` to SIZE entries (atomic `write`
-groups of 1,000 `addEntry`s, not timed), then for SECONDS appends entries:
+groups of 1,000 `addEntry`s, not timed), waits SETTLE seconds (the
+checkpoint of what the fill wrote runs meanwhile, not during the
+measurement), then for SECONDS appends entries:
 
   1 conn    one connection, pipelined (WINDOW requests in flight)
   100 conn  100 connections, each closed-loop (one request in flight)
@@ -103,6 +105,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--window", type=int, default=64)
     parser.add_argument("--durability", default="full")
+    parser.add_argument("--settle", type=float, default=10)
     args = parser.parse_args()
     print(f"| list size | 1 conn (pipelined {args.window}) addEntry/s | 100 conn addEntry/s |")
     print("| ---: | ---: | ---: |")
@@ -114,6 +117,7 @@ def main() -> None:
             began = time.time()
             asyncio.run(fill(url, size))
             print(f"filled {size} in {time.time() - began:.1f} s", file=sys.stderr)
+            time.sleep(args.settle)
             one = asyncio.run(rate(url, 1, args.window, args.seconds, "one"))
             hundred = asyncio.run(rate(url, 100, 1, args.seconds, "many"))
             print(f"| {size:,} | {one:,.0f} | {hundred:,.0f} |", flush=True)
