@@ -74,27 +74,36 @@ import Testing
         #expect(after.last == "appended")
     }
 
-    /// The migration is one transaction: a store it fails on is left as
-    /// the older build wrote it, and opens once the cause is gone.
-    @Test func aFailedMigrationLeavesSchema3Untouched() throws {
-        let directory = try Self.copy()
+    /// Opens a copy of the fixture after `prepare` changed it behind the
+    /// store's back, expects the open to fail with `refusal` in its message,
+    /// then hands the file, as the failed open left it, to `check`.
+    static func refusedOpen(after prepare: String, refusal: String,
+                            check: (SQLiteConnection) throws -> Void) throws -> TemporaryDirectory {
+        let directory = try copy()
         let path = directory.path + "/" + SQLiteStore.fileName
-        do {
-            // A table in the way of migration 4's CREATE TABLE.
-            let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
-            try raw.execute("CREATE TABLE list_entries(x)")
-            raw.close()
-        }
+        let before = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        try before.execute(prepare)
+        before.close()
         #expect {
             _ = try SQLiteStore(directory: directory.path)
         } throws: { error in
-            "\(error)".contains("migrate to 4")
+            "\(error)".contains(refusal)
         }
-        let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
-        #expect(try raw.queryInt("PRAGMA user_version") == 3)
-        #expect(try raw.queryInt("SELECT count(*) FROM lists WHERE length(entries) > 0") == 5)
-        try raw.execute("DROP TABLE list_entries")
-        raw.close()
+        let after = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        defer { after.close() }
+        try check(after)
+        return directory
+    }
+
+    /// The migration is one transaction: a store it fails on is left as
+    /// the older build wrote it, and opens once the cause is gone.
+    @Test func aFailedMigrationLeavesSchema3Untouched() throws {
+        // A table in the way of migration 4's CREATE TABLE.
+        let directory = try Self.refusedOpen(after: "CREATE TABLE list_entries(x)", refusal: "migrate to 4") { raw in
+            #expect(try raw.queryInt("PRAGMA user_version") == 3)
+            #expect(try raw.queryInt("SELECT count(*) FROM lists WHERE length(entries) > 0") == 5)
+            try raw.execute("DROP TABLE list_entries")
+        }
         let h = try StoreHarness(.sqlite, directory: directory)
         #expect(try h.reader.entries("big").count == 10_000)
     }
@@ -102,22 +111,11 @@ import Testing
     /// A store from a newer schema (one this build does not know, such as
     /// a later migration 5) is refused and left as it is.
     @Test func aStoreFromANewerSchemaIsRefusedAndLeftAlone() throws {
-        let directory = try Self.copy()
-        let path = directory.path + "/" + SQLiteStore.fileName
-        do {
-            let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
-            try raw.execute("PRAGMA user_version = \(SQLiteSchema.latestVersion + 1)")
-            raw.close()
+        let newer = SQLiteSchema.latestVersion + 1
+        _ = try Self.refusedOpen(after: "PRAGMA user_version = \(newer)", refusal: "newer than this build") { (raw: SQLiteConnection) throws in
+            #expect(try raw.queryInt("PRAGMA user_version") == newer)
+            #expect(try raw.queryInt("SELECT count(*) FROM sqlite_master WHERE name = 'list_entries'") == 0,
+                    "no migration step ran")
         }
-        #expect {
-            _ = try SQLiteStore(directory: directory.path)
-        } throws: { error in
-            "\(error)".contains("newer than this build")
-        }
-        let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
-        defer { raw.close() }
-        #expect(try raw.queryInt("PRAGMA user_version") == SQLiteSchema.latestVersion + 1)
-        #expect(try raw.queryInt("SELECT count(*) FROM sqlite_master WHERE name = 'list_entries'") == 0,
-                "no migration step ran")
     }
 }
