@@ -24,9 +24,13 @@ export function applyListChange(envelope, change, paging = null) {
   const entries = envelope ? [...envelope.entries] : [];
   // While a long list is paged in (`paging`: {loaded, cursor}), only the
   // loaded entries are here: a change past them is in a page still to come.
+  // An entry added right after the loaded ones is in the next page while the
+  // cursor's entry (the last loaded) is there; once that entry was removed
+  // nobody can tell, and the paging starts again (`paging.restart`).
   const loaded = (index) => !paging || index < paging.loaded || (index === paging.loaded && !paging.cursor);
   switch (change.kind) {
     case "addEntry":
+      if (paging && paging.cursor && paging.cursorGone && change.index === paging.loaded) paging.restart = true;
       if (!loaded(change.index)) break;
       entries.splice(change.index, 0, change.entry);
       if (paging) paging.loaded += 1;
@@ -35,7 +39,10 @@ export function applyListChange(envelope, change, paging = null) {
       for (const index of [...change.indexes].sort((a, b) => b - a)) {
         if (paging && index >= paging.loaded) continue;
         entries.splice(index, 1);
-        if (paging) paging.loaded -= 1;
+        if (paging) {
+          if (index === paging.loaded - 1) paging.cursorGone = true;
+          paging.loaded -= 1;
+        }
       }
       break;
     case "setEntries": entries.splice(0, entries.length, ...change.entries); break;

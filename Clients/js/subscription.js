@@ -83,14 +83,26 @@ export class Subscription {
    *  list"): page by page after the previous page's cursor. Pushes that
    *  arrive meanwhile are applied to the part already loaded (`deliver`);
    *  the hub answers a connection in order, so every page starts where the
-   *  pushes before it left the list, and nothing is lost or counted twice. */
+   *  pushes before it left the list, and nothing is lost or counted twice.
+   *  When that cannot be told (an entry added right after the loaded ones
+   *  once the cursor's entry was removed), it starts again from the first page. */
   async pageList(seq) {
     this.seq = seq;
     this.paging = { loaded: this.value.entries.length, cursor: this.value.cursor };
     try {
       while (this.paging?.cursor) {
-        const page = await this.client.send({ op: "get", list: this.target.list, cursor: this.paging.cursor }, { direct: true });
+        const restart = this.paging.restart === true;
+        const request = { op: "get", list: this.target.list };
+        if (!restart) request.cursor = this.paging.cursor;
+        const page = await this.client.send(request, { direct: true });
         if (!this.paging) break; // a setEntries or delete replaced the list meanwhile
+        if (restart) {
+          this.value = { list: page.list, version: page.version, seq: page.seq, created: page.created,
+            updated: page.updated, entries: page.entries };
+          this.paging = { loaded: page.entries.length, cursor: page.more ? page.cursor : null };
+          continue;
+        }
+        if (this.paging.restart) continue; // this page may have missed an entry: ask again from the first
         this.value.entries.push(...page.entries);
         this.paging.loaded += page.entries.length;
         this.paging.cursor = page.more ? page.cursor : null;

@@ -125,7 +125,10 @@ extension ClientCore {
             return finishSnapshot(sub, snapshot)
         }
         let (id, generation) = (sub.id, self.generation)
-        transmit(["op": "get", "list": .string(name), "cursor": .string(cursor)]) { [weak self] result in
+        let restart = paging.restart
+        var message: JSONObject = ["op": "get", "list": .string(name)]
+        if !restart { message["cursor"] = .string(cursor) }
+        transmit(message) { [weak self] result in
             guard let self, generation == self.generation, let sub = self.subscriptions[id], sub.status == .paging,
                   sub.listPages != nil else { return }
             switch result {
@@ -134,11 +137,16 @@ extension ClientCore {
                 if sub.listPages?.cursor == nil { return self.fetchListPage(sub) }
                 if !error.isTransient { self.lost("cannot page list \(name): \(error)") }
             case .success(let reply):
-                // A setEntries or delete pushed meanwhile replaced everything: this page is stale.
-                if sub.listPages?.cursor == cursor {
+                let more = reply["more"] == .bool(true) ? reply["cursor"]?.stringValue : nil
+                if restart, sub.listPages?.cursor != nil, let first = ListEnvelope(json: reply) {
+                    // From the first page again: it holds every push before it.
+                    sub.listPages = ListPages(list: first, cursor: more, seq: sub.listPages?.seq ?? 0)
+                } else if sub.listPages?.cursor == cursor, sub.listPages?.restart == false {
                     sub.listPages?.list?.entries += (reply["entries"]?.arrayValue ?? []).compactMap(\.stringValue)
-                    sub.listPages?.cursor = reply["more"] == .bool(true) ? reply["cursor"]?.stringValue : nil
+                    sub.listPages?.cursor = more
                 }
+                // Else a setEntries or delete pushed meanwhile replaced everything, or this page
+                // may have missed an entry (restart): it is dropped.
                 self.progressHandler?(.receiving(target: sub.target, records: sub.listPages?.list?.entries.count ?? 0))
                 self.fetchListPage(sub)
             }

@@ -429,12 +429,17 @@ final class SubscriptionState {
 /// loaded so far and the cursor of the next page (nil: nothing more to
 /// load). A push is applied when it touches the loaded part and left to
 /// the pages to come otherwise: the hub answers a connection in order, so
-/// each page starts where the pushes before it left the list.
+/// each page starts where the pushes before it left the list. An entry
+/// added right after the loaded ones is in the next page while the cursor's
+/// entry (the last loaded) is there; once that entry was removed nobody can
+/// tell, and the paging starts again from the first page (`restart`).
 struct ListPages {
     var list: ListEnvelope?
     var cursor: String?
     /// The seq of the last push applied.
     var seq: Int64
+    var cursorGone = false
+    var restart = false
 
     mutating func apply(_ change: Change) {
         guard change.seq > seq, var list else { return }
@@ -442,11 +447,13 @@ struct ListPages {
         let loaded = list.entries.count
         switch change.kind {
         case .addEntry:
-            guard let entry = change.json["entry"]?.stringValue, let index = change.json["index"]?.int64.map({ Int($0) }),
-                  index < loaded || (index == loaded && cursor == nil) else { break }
+            guard let entry = change.json["entry"]?.stringValue, let index = change.json["index"]?.int64.map({ Int($0) }) else { break }
+            if cursor != nil, cursorGone, index == loaded { restart = true }
+            guard index < loaded || (index == loaded && cursor == nil) else { break }
             list.entries.insert(entry, at: min(max(0, index), loaded))
         case .removeEntry:
             let indexes = (change.json["indexes"]?.arrayValue ?? []).compactMap { $0.int64.map { Int($0) } }
+            if indexes.contains(loaded - 1) { cursorGone = true }
             for index in indexes.sorted(by: >) where index < loaded { list.entries.remove(at: index) }
         case .setEntries:
             list.entries = (change.json["entries"]?.arrayValue ?? []).compactMap(\.stringValue)

@@ -201,6 +201,29 @@ export async function runClientChecks({ url, WebSocket } = {}) {
     await sub.unsubscribe();
   });
 
+  await check("a long list paged in stays exact when the page's last entry goes and one comes in its place", async () => {
+    for (let batch = 0; batch < 2; batch += 1) {
+      const ops = [];
+      for (let i = 0; i < 6000; i += 1) ops.push({ op: "addEntry", list: "long/2", entry: `e/${batch * 6000 + i}` });
+      for (let start = 0; start < 6000; start += 1000) await b.write(ops.slice(start, start + 1000));
+    }
+    // Sent on the subscribing connection right behind the subscribe: the hub
+    // answers them after the first page and before the second. The new
+    // entry's key falls below the first page's cursor, so the second page
+    // (after the cursor) does not have it: the subscription must start again.
+    const sub = a.list("long/2");
+    const removed = a.removeEntry("long/2", "e/9999");
+    const added = a.addEntry("long/2", "boundary", { at: 9999 });
+    await sub.ready;
+    const [, last] = await Promise.all([removed, added]);
+    await until("both changes", () => sub.seq >= last.seq);
+    const expected = [];
+    for (let i = 0; i < 12000; i += 1) if (i !== 9999) expected.push(`e/${i}`);
+    expected.splice(9999, 0, "boundary");
+    assert(equal(sub.value.entries, expected), `${sub.value.entries.length} entries, at 9999: ${sub.value.entries[9999]}`);
+    await sub.unsubscribe();
+  });
+
   await check("events reach topic subscribers", async () => {
     const got = [];
     const sub = a.topic("scanner", (data) => got.push(data));
