@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import websockets
@@ -48,6 +49,20 @@ def start_hub(binary: str, work: Path, durability: str) -> tuple[subprocess.Pope
             return process, int(match.group(1))
         time.sleep(0.05)
     raise SystemExit("the hub did not start")
+
+
+@contextmanager
+def running_hub(binary: str, durability: str):
+    """A hub on its own temporary --data for the block; its WebSocket URL.
+    Stopped (SIGTERM, by its PID) and its directory removed afterwards."""
+    work = Path(tempfile.mkdtemp(prefix="tally-listbench-"))
+    process, port = start_hub(binary, work, durability)
+    try:
+        yield f"ws://127.0.0.1:{port}/v1/ws"
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        process.wait(30)
+        subprocess.run(["rm", "-rf", str(work)])
 
 
 async def fill(url: str, size: int) -> None:
@@ -110,10 +125,7 @@ def main() -> None:
     print(f"| list size | 1 conn (pipelined {args.window}) addEntry/s | 100 conn addEntry/s |")
     print("| ---: | ---: | ---: |")
     for size in [int(s) for s in args.sizes.split(",")]:
-        work = Path(tempfile.mkdtemp(prefix="tally-listbench-"))
-        process, port = start_hub(args.bin, work, args.durability)
-        url = f"ws://127.0.0.1:{port}/v1/ws"
-        try:
+        with running_hub(args.bin, args.durability) as url:
             began = time.time()
             asyncio.run(fill(url, size))
             print(f"filled {size} in {time.time() - began:.1f} s", file=sys.stderr)
@@ -121,10 +133,6 @@ def main() -> None:
             one = asyncio.run(rate(url, 1, args.window, args.seconds, "one"))
             hundred = asyncio.run(rate(url, 100, 1, args.seconds, "many"))
             print(f"| {size:,} | {one:,.0f} | {hundred:,.0f} |", flush=True)
-        finally:
-            os.kill(process.pid, signal.SIGTERM)
-            process.wait(30)
-            subprocess.run(["rm", "-rf", str(work)])
 
 
 if __name__ == "__main__":

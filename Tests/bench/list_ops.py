@@ -11,15 +11,11 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import websockets
 
-from list_append import fill, start_hub
+from list_append import fill, running_hub
 
 
 async def timed(url, message, n=5):
@@ -56,10 +52,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", default=os.environ.get("TALLY_BIN", ".build/release/tally"))
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="tally-listops-"))
-    process, port = start_hub(args.bin, work, "full")
-    url = f"ws://127.0.0.1:{port}/v1/ws"
-    try:
+    with running_hub(args.bin, "full") as url:
         asyncio.run(fill(url, 1_000_000))
         time.sleep(10)  # let the fill's checkpoint finish
         rows = [("append", {"op": "addEntry", "list": "bench", "entry": "tail"}),
@@ -73,10 +66,6 @@ def main():
             print(f"| removeEntry by entry {label} | {ms:.2f} ms |")
         pages, seconds = asyncio.run(page_through(url))
         print(f"| paging through all | {pages} pages, {seconds:.1f} s |")
-    finally:
-        os.kill(process.pid, signal.SIGTERM)
-        process.wait(30)
-        subprocess.run(["rm", "-rf", str(work)])
 
 
 if __name__ == "__main__":
