@@ -44,7 +44,7 @@ let package = Package(
                 swiftSettings: strict),
         // The hub: configuration, routes, metrics.
         // Durable storage: SQLite (WAL, group commit) and an in-memory twin.
-        .target(name: "TallyStore", dependencies: ["CSQLite"], swiftSettings: strict),
+        .target(name: "TallyStore", dependencies: ["CSQLite", "TallyProtocol"], swiftSettings: strict),
         // The SQLite connection the CLI's own files share (the mirror's store,
         // the intake outbox): WAL + synchronous=FULL, transactions, typed errors.
         .target(name: "TallySQLite", dependencies: ["CSQLite"], swiftSettings: strict),

@@ -19,12 +19,32 @@ export function applyRecordChange(envelope, change) {
 }
 
 /** A list envelope after `change` (null once deleted). */
-export function applyListChange(envelope, change) {
+export function applyListChange(envelope, change, paging = null) {
   if (change.kind === "delete") return null;
   const entries = envelope ? [...envelope.entries] : [];
+  // While a long list is paged in (`paging`: {loaded, cursor}), only the
+  // loaded entries are here: a change past them is in a page still to come.
+  // An entry added right after the loaded ones is in the next page while the
+  // cursor's entry (the last loaded) is there; once that entry was removed
+  // nobody can tell, and the paging starts again (`paging.restart`).
+  const loaded = (index) => !paging || index < paging.loaded || (index === paging.loaded && !paging.cursor);
   switch (change.kind) {
-    case "addEntry": entries.splice(change.index, 0, change.entry); break;
-    case "removeEntry": for (const index of [...change.indexes].sort((a, b) => b - a)) entries.splice(index, 1); break;
+    case "addEntry":
+      if (paging && paging.cursor && paging.cursorGone && change.index === paging.loaded) paging.restart = true;
+      if (!loaded(change.index)) break;
+      entries.splice(change.index, 0, change.entry);
+      if (paging) paging.loaded += 1;
+      break;
+    case "removeEntry":
+      for (const index of [...change.indexes].sort((a, b) => b - a)) {
+        if (paging && index >= paging.loaded) continue;
+        entries.splice(index, 1);
+        if (paging) {
+          if (index === paging.loaded - 1) paging.cursorGone = true;
+          paging.loaded -= 1;
+        }
+      }
+      break;
     case "setEntries": entries.splice(0, entries.length, ...change.entries); break;
     default: return envelope;
   }

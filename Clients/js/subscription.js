@@ -48,10 +48,14 @@ export class Subscription {
       this.seq = Math.max(this.seq, reply.seq);
       return;
     }
+    let paged = false; // a long list's pages moved `seq` on with the pushes applied meanwhile
     switch (this.kind) {
       case "record": this.value = reply.record ?? null; break;
       case "path": this.value = reply.record ? clone(reply.record.value) : undefined; this.envelope = reply.record ?? null; break;
-      case "list": this.value = reply.list ?? null; break;
+      case "list":
+        this.value = reply.list ?? null;
+        if (this.value?.more) { await this.pageList(reply.seq); paged = true; }
+        break;
       case "prefix": {
         const records = new Map((reply.records || []).map((record) => [record.name, record]));
         let more = reply.more === true;
@@ -111,11 +115,47 @@ export class Subscription {
         return;
       }
     }
-    this.seq = reply.seq;
+    if (!paged) this.seq = reply.seq;
     this.hasState = true;
     this.active = true;
     this.lastSnapshot = { seq: reply.seq, resnapshot: reply.resnapshot === true };
     this.notify(null);
+  }
+
+  /** Loads the rest of a list longer than one page (PROTOCOL.md, "Paging a
+   *  list"): page by page after the previous page's cursor. Pushes that
+   *  arrive meanwhile are applied to the part already loaded (`deliver`);
+   *  the hub answers a connection in order, so every page starts where the
+   *  pushes before it left the list, and nothing is lost or counted twice.
+   *  When that cannot be told (an entry added right after the loaded ones
+   *  once the cursor's entry was removed), it starts again from the first page. */
+  async pageList(seq) {
+    this.seq = seq;
+    this.paging = { loaded: this.value.entries.length, cursor: this.value.cursor };
+    try {
+      while (this.paging?.cursor) {
+        const restart = this.paging.restart === true;
+        const request = { op: "get", list: this.target.list };
+        if (!restart) request.cursor = this.paging.cursor;
+        const page = await this.client.send(request, { direct: true });
+        if (!this.paging) break; // a setEntries or delete replaced the list meanwhile
+        if (restart) {
+          this.value = { list: page.list, version: page.version, seq: page.seq, created: page.created,
+            updated: page.updated, entries: page.entries };
+          this.paging = { loaded: page.entries.length, cursor: page.more ? page.cursor : null };
+          continue;
+        }
+        if (this.paging.restart) continue; // this page may have missed an entry: ask again from the first
+        this.value.entries.push(...page.entries);
+        this.paging.loaded += page.entries.length;
+        this.paging.cursor = page.more ? page.cursor : null;
+      }
+    } catch (error) {
+      if (this.paging) throw error; // else: the list went away meanwhile
+    } finally {
+      this.paging = null;
+      if (this.value) { delete this.value.more; delete this.value.cursor; delete this.value.count; }
+    }
   }
 
   /** A push (or a change replayed in a subscribe reply), if it is ours. */
@@ -138,7 +178,11 @@ export class Subscription {
     if (change.seq <= this.seq) return; // already in our snapshot
     let applies = false;
     if (change.list !== undefined) {
-      if (this.kind === "list" && change.list === this.target.list) { this.value = applyListChange(this.value, change); applies = true; }
+      if (this.kind === "list" && change.list === this.target.list) {
+        this.value = applyListChange(this.value, change, this.paging);
+        if (change.kind === "setEntries" || change.kind === "delete") this.paging = null;
+        applies = true;
+      }
     } else if (change.name !== undefined) {
       if (this.kind === "record" && change.name === this.target.name) {
         this.value = applyRecordChange(this.value, change); applies = true;
@@ -153,7 +197,7 @@ export class Subscription {
     if (!applies) return;
     this.seq = change.seq;
     this.hasState = true;
-    this.notify(change);
+    if (this.active) this.notify(change);
   }
 }
 

@@ -382,7 +382,7 @@ export class Tally {
   push(message) {
     if ((message.op === "change" || message.op === "query") && typeof message.seq === "number" && message.seq > this.lastSeq) this.lastSeq = message.seq;
     for (const sub of this.subscriptions) {
-      if (sub.active) sub.deliver(message);
+      if (sub.active || sub.paging) sub.deliver(message);
     }
   }
 
@@ -394,8 +394,16 @@ export class Tally {
     return this.call(path === undefined ? { op: "get", name } : { op: "get", name, path });
   }
 
-  /** The list envelope `{list, version, seq, entries}`. */
-  getList(list) { return this.call({ op: "get", list }); }
+  /** The list envelope `{list, version, seq, entries}` with one page of
+   *  entries (at most `limit`, default 10,000); when more follow it also has
+   *  `more: true`, `count` and `cursor`: pass that `cursor` for the next page.
+   *  A list subscription pages by itself. */
+  getList(list, { cursor, limit } = {}) {
+    const message = { op: "get", list };
+    if (cursor !== undefined) message.cursor = cursor;
+    if (limit !== undefined) message.limit = limit;
+    return this.call(message);
+  }
 
   /** One page `{seq, records, more}` of the records under `prefix`. */
   getPrefix(prefix, { after, limit } = {}) {

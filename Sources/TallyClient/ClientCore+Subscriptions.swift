@@ -77,7 +77,16 @@ extension ClientCore {
         } else if case .object(let record)? = reply["record"], let envelope = RecordEnvelope(json: record) {
             snapshot.records = [envelope]
         }
-        if case .object(let list)? = reply["list"] { snapshot.list = ListEnvelope(json: list) }
+        if case .object(let list)? = reply["list"] {
+            snapshot.list = ListEnvelope(json: list)
+            if list["more"] == .bool(true), let cursor = list["cursor"]?.stringValue {
+                // Page the rest; pushes meanwhile go to the entries loaded so far.
+                sub.status = .paging
+                sub.snapshot = snapshot
+                sub.listPages = ListPages(list: snapshot.list, cursor: cursor, seq: seq)
+                return fetchListPage(sub)
+            }
+        }
         if reply["more"] == .bool(true), let pageTarget = sub.target.pageTarget {
             // Page the rest; pushes for the prefix wait in the buffer.
             sub.status = .paging
@@ -114,6 +123,44 @@ extension ClientCore {
                     snapshot.records = sub.pages.values.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
                     self.finishSnapshot(sub, snapshot)
                 }
+            }
+        }
+    }
+
+    func fetchListPage(_ sub: SubscriptionState) {
+        guard case .list(let name) = sub.target, let paging = sub.listPages, var snapshot = sub.snapshot else { return }
+        guard let cursor = paging.cursor else {
+            // Loaded (or replaced by a setEntries, or deleted, meanwhile).
+            snapshot.list = paging.list
+            snapshot.seq = max(snapshot.seq, paging.seq)
+            sub.listPages = nil
+            return finishSnapshot(sub, snapshot)
+        }
+        let (id, generation) = (sub.id, self.generation)
+        let restart = paging.restart
+        var message: JSONObject = ["op": "get", "list": .string(name)]
+        if !restart { message["cursor"] = .string(cursor) }
+        transmit(message) { [weak self] result in
+            guard let self, generation == self.generation, let sub = self.subscriptions[id], sub.status == .paging,
+                  sub.listPages != nil else { return }
+            switch result {
+            case .failure(let error):
+                // A list deleted meanwhile has no next page: its delete push ended the paging.
+                if sub.listPages?.cursor == nil { return self.fetchListPage(sub) }
+                if !error.isTransient { self.lost("cannot page list \(name): \(error)") }
+            case .success(let reply):
+                let more = reply["more"] == .bool(true) ? reply["cursor"]?.stringValue : nil
+                if restart, sub.listPages?.cursor != nil, let first = ListEnvelope(json: reply) {
+                    // From the first page again: it holds every push before it.
+                    sub.listPages = ListPages(list: first, cursor: more, seq: sub.listPages?.seq ?? 0)
+                } else if sub.listPages?.cursor == cursor, sub.listPages?.restart == false {
+                    sub.listPages?.list?.entries += (reply["entries"]?.arrayValue ?? []).compactMap(\.stringValue)
+                    sub.listPages?.cursor = more
+                }
+                // Else a setEntries or delete pushed meanwhile replaced everything, or this page
+                // may have missed an entry (restart): it is dropped.
+                self.progressHandler?(.receiving(target: sub.target, records: sub.listPages?.list?.entries.count ?? 0))
+                self.fetchListPage(sub)
             }
         }
     }

@@ -349,6 +349,7 @@ final class ClientCore: @unchecked Sendable {
                 for sub in subs where sub.target.matches(change) {
                     switch sub.status {
                     case .ready: batches[sub.id, default: []].append(change)
+                    case .paging where sub.listPages != nil: sub.listPages?.apply(change)
                     case .paging: sub.buffer.append(change)
                     case .inactive, .awaitingReply: break
                     }
@@ -419,6 +420,9 @@ final class SubscriptionState {
     /// the query pushes that arrived while its result was paged.
     var queryID: Int64?
     var queryBuffer: [QueryChange] = []
+    /// While paging a long list: the entries so far, with the pushes that
+    /// arrived meanwhile applied to them.
+    var listPages: ListPages?
 
     init(id: Int, target: SubscriptionTarget, cursor: Int64?, handler: @escaping @Sendable (SubscriptionEvent) throws -> Void) {
         self.id = id
@@ -433,5 +437,50 @@ final class SubscriptionState {
         pages = [:]
         buffer = []
         queryBuffer = []
+        listPages = nil
+    }
+}
+
+/// A long list being paged in (PROTOCOL.md, "Paging a list"): the entries
+/// loaded so far and the cursor of the next page (nil: nothing more to
+/// load). A push is applied when it touches the loaded part and left to
+/// the pages to come otherwise: the hub answers a connection in order, so
+/// each page starts where the pushes before it left the list. An entry
+/// added right after the loaded ones is in the next page while the cursor's
+/// entry (the last loaded) is there; once that entry was removed nobody can
+/// tell, and the paging starts again from the first page (`restart`).
+struct ListPages {
+    var list: ListEnvelope?
+    var cursor: String?
+    /// The seq of the last push applied.
+    var seq: Int64
+    var cursorGone = false
+    var restart = false
+
+    mutating func apply(_ change: Change) {
+        guard change.seq > seq, var list else { return }
+        seq = change.seq
+        let loaded = list.entries.count
+        switch change.kind {
+        case .addEntry:
+            guard let entry = change.json["entry"]?.stringValue, let index = change.json["index"]?.int64.map({ Int($0) }) else { break }
+            if cursor != nil, cursorGone, index == loaded { restart = true }
+            guard index < loaded || (index == loaded && cursor == nil) else { break }
+            list.entries.insert(entry, at: min(max(0, index), loaded))
+        case .removeEntry:
+            let indexes = (change.json["indexes"]?.arrayValue ?? []).compactMap { $0.int64.map { Int($0) } }
+            if indexes.contains(loaded - 1) { cursorGone = true }
+            for index in indexes.sorted(by: >) where index < loaded { list.entries.remove(at: index) }
+        case .setEntries:
+            list.entries = (change.json["entries"]?.arrayValue ?? []).compactMap(\.stringValue)
+            cursor = nil
+        default: // delete
+            self.list = nil
+            cursor = nil
+            return
+        }
+        list.version = change.version
+        list.seq = change.seq
+        self.list = list
     }
 }

@@ -17,10 +17,32 @@ extension TallyClient {
         return reply["value"] ?? .null
     }
 
+    /// A list with every entry: page after page when it is longer than
+    /// one (a reply carries at most 10,000 entries).
     public func getList(_ name: String) async throws(ProtocolError) -> ListEnvelope {
-        let reply = try await request(["op": "get", "list": .string(name)])
-        guard let envelope = ListEnvelope(json: reply) else { throw Self.unreadable(reply) }
+        var page = try await getListPage(name)
+        var envelope = page.list
+        while let cursor = page.cursor {
+            page = try await getListPage(name, cursor: cursor)
+            envelope.entries += page.list.entries
+            (envelope.version, envelope.seq) = (page.list.version, page.list.seq)
+        }
         return envelope
+    }
+
+    /// One page of a list's entries: after `cursor` (a previous page's),
+    /// at most `limit` (default 10,000); `cursor` in the result is the next
+    /// page's, nil at the end. Pages read at different times may disagree
+    /// (a list that changed in between): `getList` is for a list that is not
+    /// being written, a list subscription for one that is.
+    public func getListPage(_ name: String, cursor: String? = nil, limit: Int? = nil) async throws(ProtocolError)
+        -> (list: ListEnvelope, cursor: String?) {
+        var message: JSONObject = ["op": "get", "list": .string(name)]
+        if let cursor { message["cursor"] = .string(cursor) }
+        if let limit { message["limit"] = .int(Int64(limit)) }
+        let reply = try await request(message)
+        guard let envelope = ListEnvelope(json: reply) else { throw Self.unreadable(reply) }
+        return (envelope, reply["more"] == .bool(true) ? reply["cursor"]?.stringValue : nil)
     }
 
     /// One page of the records under `prefix`, in name order, after `after`.

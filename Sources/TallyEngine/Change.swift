@@ -6,7 +6,8 @@ public struct Change: Sendable {
     public enum Target: Sendable {
         /// `after` is nil when the record was deleted.
         case record(before: RecordState?, after: RecordState?, scope: RecordScope)
-        case list(before: ListState?, after: ListState?)
+        /// `edit` is what the change did to the list's rows.
+        case list(before: ListState?, after: ListState?, edit: ListEdit)
     }
 
     /// Which part of a record a change touched, for path subscriptions.

@@ -24,7 +24,7 @@ public struct Engine: Sendable {
             do throws(ProtocolError) {
                 let seq = firstSeq + Int64(changes.count)
                 let change = write.isListWrite
-                    ? try applyList(write, current: overlay.list(write.name), seq: seq, now: now)
+                    ? try applyList(write, in: &overlay, seq: seq, now: now)
                     : try applyRecord(write, current: overlay.record(write.name), seq: seq, now: now)
                 overlay.remember(change)
                 changes.append(change)
@@ -156,74 +156,116 @@ public struct Engine: Sendable {
 
     // MARK: Lists
 
-    func applyList(_ write: Write, current: ListState?, seq: Int64, now: Int64) throws(ProtocolError) -> Change {
+    func applyList(_ write: Write, in overlay: inout Overlay<some EngineState>, seq: Int64, now: Int64) throws(ProtocolError) -> Change {
         let name = write.name
+        let current = try overlay.list(name)
+        let count = current?.count ?? 0
         if let base = write.baseVersion, base != (current?.version ?? 0) {
+            // A long list's entries would make the error as long: carried
+            // only up to the snapshot bound (PROTOCOL.md, "Errors").
+            var entries: JSONValue?
+            if current != nil, count <= limits.maxConflictEntries {
+                entries = .array(try overlay.rows(name, from: 0, count: count).map { .string($0.entry) })
+            }
             throw Self.conflict(name: name, field: "list", version: current?.version ?? 0,
-                                current: current.map { .array($0.entries.map(JSONValue.string)) },
-                                currentKey: "entries", base: base)
+                                current: entries, currentKey: "entries", base: base)
         }
         func missing() -> ProtocolError { ProtocolError(.notFound, "no list named \"\(name)\"") }
+        func exhausted() -> ProtocolError { // after 2^63 appends (or prepends) at one end
+            ProtocolError(.tooLarge, "\"\(name)\" has no order key left at that end",
+                          details: ["limit": .number(JSONNumber(Int64.max))])
+        }
         let version = (current?.version ?? 0) + 1
-        var entries = current?.entries ?? []
+        var newCount = count
+        var lastKey = current?.lastKey
+        let edit: ListEdit
         var push = MessageWriter()
         push.string("op", "change")
         push.int("seq", seq)
         push.int("time", now)
         push.string("list", name)
         push.int("version", version)
-        var deleted = false
         switch write.action {
         case .addEntry(let entry, let at):
-            let index = at ?? entries.count
-            guard index <= entries.count else {
-                throw .badField("at", "\"at\" is \(index) but \"\(name)\" has \(entries.count) entries; use 0…\(entries.count)")
+            let index = at ?? count
+            guard index <= count else {
+                throw .badField("at", "\"at\" is \(index) but \"\(name)\" has \(count) entries; use 0…\(count)")
             }
-            guard entries.count < limits.maxListEntries else {
-                throw ProtocolError(.tooLarge, "\"\(name)\" already has \(entries.count) entries; the limit is \(limits.maxListEntries)",
-                                    details: ["limit": .number(JSONNumber(limits.maxListEntries))])
+            let key: ListKey?
+            if count == 0 {
+                key = .first
+            } else if index == count {
+                key = current?.lastKey?.after()
+            } else if index == 0 {
+                key = try overlay.listRows(name, descending: false, after: nil).next()?.key.before()
+            } else {
+                let pair = try overlay.rows(name, from: index - 1, count: 2, of: count)
+                key = ListKey.between(pair[0].key, pair[1].key)
             }
-            entries.insert(entry, at: index)
+            guard let key else { throw exhausted() }
+            if index == count { lastKey = key }
+            edit = .insert(ListRow(key: key, entry: entry))
+            newCount += 1
             push.string("kind", "addEntry")
             push.string("entry", entry)
             push.int("index", Int64(index))
         case .removeEntry(let entry, let at):
             guard current != nil else { throw missing() }
-            var removed: [Int] = []
+            var removed: [(index: Int, key: ListKey)] = []
             if let at {
-                guard at < entries.count, entries[at].sameBytes(as: entry) else {
+                let row = at < count ? try overlay.rows(name, from: at, count: 1, of: count).first : nil
+                guard let row, row.entry.sameBytes(as: entry) else {
                     throw ProtocolError(.notFound, "\"\(name)\" has no \"\(entry)\" at index \(at)")
                 }
-                removed = [at]
+                removed = [(at, row.key)]
             } else {
-                removed = entries.indices.filter { entries[$0].sameBytes(as: entry) }
-                guard !removed.isEmpty else { throw ProtocolError(.notFound, "\"\(name)\" has no entry \"\(entry)\"") }
+                let keys = try overlay.listKeys(name, holding: entry)
+                guard !keys.isEmpty else { throw ProtocolError(.notFound, "\"\(name)\" has no entry \"\(entry)\"") }
+                for key in keys { removed.append((try overlay.rank(of: key, in: name, count: count), key)) }
+                removed.sort { $0.index < $1.index }
             }
-            for index in removed.reversed() { entries.remove(at: index) }
+            edit = .remove(removed.map(\.key))
+            newCount -= removed.count
+            if let last = lastKey, removed.contains(where: { $0.key == last }) {
+                // The last entry went: the new last is the first from the end that stays.
+                let gone = Set(removed.map(\.key))
+                lastKey = newCount == 0 ? nil
+                    : try Self.firstKey(of: overlay.listRows(name, descending: true, after: nil), skipping: gone)
+            }
             push.string("kind", "removeEntry")
             push.string("entry", entry)
-            push.value("indexes", .array(removed.map { .number(JSONNumber($0)) }))
+            push.value("indexes", .array(removed.map { .number(JSONNumber($0.index)) }))
         case .setEntries(let newEntries):
             guard newEntries.count <= limits.maxListEntries else {
                 throw ProtocolError(.tooLarge, "\(newEntries.count) entries; the limit is \(limits.maxListEntries)",
                                     details: ["limit": .number(JSONNumber(limits.maxListEntries))])
             }
-            entries = newEntries
+            edit = .replace(newEntries.enumerated().map { ListRow(key: ListKey(integer: Int64($0.offset)), entry: $0.element) })
+            newCount = newEntries.count
+            lastKey = newEntries.isEmpty ? nil : ListKey(integer: Int64(newEntries.count - 1))
             push.string("kind", "setEntries")
-            push.value("entries", .array(entries.map(JSONValue.string)))
+            push.value("entries", .array(newEntries.map(JSONValue.string)))
         case .deleteList:
             guard current != nil else { throw missing() }
-            deleted = true
+            edit = .delete
             push.string("kind", "delete")
         case .set, .setPath, .merge, .delete, .deletePath, .increment, .advance, .boundedIncrement:
             preconditionFailure("record write routed to applyList")
         }
-        let after = deleted ? nil : ListState(name: name, version: version, seq: seq, created: current?.created ?? now,
-                                              updated: now, entries: entries)
+        let after = edit == .delete ? nil : ListState(name: name, version: version, seq: seq, created: current?.created ?? now,
+                                                      updated: now, count: newCount, lastKey: lastKey)
         let reply: JSONObject = ["list": .string(name), "version": .number(JSONNumber(version)),
                                  "seq": .number(JSONNumber(seq))]
-        return Change(seq: seq, time: now, name: name, target: .list(before: current, after: after),
+        return Change(seq: seq, time: now, name: name, target: .list(before: current, after: after, edit: edit),
                       push: push.finish(), reply: reply)
+    }
+
+    /// The first row's key that is not in `gone`.
+    static func firstKey(of cursor: any ListCursor, skipping gone: Set<ListKey>) throws(ProtocolError) -> ListKey? {
+        while let row = try cursor.next() {
+            if !gone.contains(row.key) { return row.key }
+        }
+        return nil
     }
 
     static func conflict(name: String, field: String, version: Int64, current: JSONValue?, currentKey: String,
@@ -236,11 +278,13 @@ public struct Engine: Sendable {
 }
 
 /// The state as seen inside one atomic group: earlier writes' results over
-/// the caller's state, which is only read.
+/// the caller's state, which is only read. A list's rows edited earlier in
+/// the group are `ListEdits` laid over the caller's rows.
 struct Overlay<Base: EngineState> {
     var base: Base
     private var records: [ByteKey: RecordState?] = [:]
     private var lists: [ByteKey: ListState?] = [:]
+    private var listEdits: [ByteKey: ListEdits] = [:]
 
     init(base: Base) { self.base = base }
 
@@ -254,10 +298,57 @@ struct Overlay<Base: EngineState> {
         return try base.list(name)
     }
 
+    mutating func listRows(_ name: String, descending: Bool, after: ListKey?) throws(ProtocolError) -> any ListCursor {
+        let rows = try base.listRows(name, descending: descending, after: after)
+        guard let edits = listEdits[ByteKey(name)] else { return rows }
+        return edits.cursor(over: rows, descending: descending, after: after)
+    }
+
+    mutating func listKeys(_ name: String, holding entry: String) throws(ProtocolError) -> [ListKey] {
+        let keys = try base.listKeys(name, holding: entry)
+        guard let edits = listEdits[ByteKey(name)] else { return keys }
+        return edits.keys(holding: entry, baseKeys: keys)
+    }
+
+    /// `count` rows from index `from` of a list of `total` entries, read
+    /// from the nearer end: O(min(from, total - from)).
+    mutating func rows(_ name: String, from: Int, count: Int, of total: Int? = nil) throws(ProtocolError) -> [ListRow] {
+        let total = total ?? from + count
+        let fromEnd = total - from - count < from
+        let cursor = try listRows(name, descending: fromEnd, after: nil)
+        var skip = fromEnd ? total - from - count : from
+        var rows: [ListRow] = []
+        rows.reserveCapacity(count)
+        while rows.count < count, let row = try cursor.next() {
+            if skip > 0 { skip -= 1 } else { rows.append(row) }
+        }
+        guard rows.count == count else {
+            throw ProtocolError(.storageFailed, "list \"\(name)\" has fewer rows than its count \(total)")
+        }
+        return fromEnd ? rows.reversed() : rows
+    }
+
+    /// The index of the entry with `key` in a list of `count` entries:
+    /// counted from both ends at once, so O(min(i, n - i)) steps — SQLite's
+    /// b-trees keep no counts, so a rank cannot be O(log n) here.
+    mutating func rank(of key: ListKey, in name: String, count: Int) throws(ProtocolError) -> Int {
+        let up = try listRows(name, descending: false, after: nil)
+        let down = try listRows(name, descending: true, after: nil)
+        var below = 0, atOrAbove = 0
+        while true {
+            guard let row = try up.next(), row.key < key else { return below }
+            below += 1
+            guard let high = try down.next(), !(high.key < key) else { return count - atOrAbove }
+            atOrAbove += 1
+        }
+    }
+
     mutating func remember(_ change: Change) {
         switch change.target {
         case .record(_, let after, _): records[ByteKey(change.name)] = .some(after)
-        case .list(_, let after): lists[ByteKey(change.name)] = .some(after)
+        case .list(_, let after, let edit):
+            lists[ByteKey(change.name)] = .some(after)
+            listEdits[ByteKey(change.name), default: ListEdits()].apply(edit, seq: change.seq)
         }
     }
 }

@@ -306,8 +306,7 @@ public struct WorkflowPlanner: Sendable {
     /// Takes `name` off the workflow's list, if it is there.
     private func unlist(_ name: String, workflow: Workflow, index: Int, state: inout some EngineState,
                         plan: inout WorkflowPlan) throws(ProtocolError) {
-        if let list = workflow.list, let entries = try state.list(list)?.entries,
-           entries.contains(where: { $0.sameBytes(as: name) }) {
+        if let list = workflow.list, try !state.listKeys(list, holding: name).isEmpty {
             plan.add(Write(name: list, action: .removeEntry(name, at: nil)), origin: index)
         }
     }

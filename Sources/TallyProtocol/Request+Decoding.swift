@@ -6,6 +6,9 @@ extension Request {
     public static let maxIdempotencyKeyBytes = 256
     public static let maxOpsPerWrite = 1000
     public static let maxPageSize = 1000
+    /// Most entries one page of a list carries (`get` with `limit`, and the
+    /// default page of `get` and of a list subscription's snapshot).
+    public static let maxListPage = 10_000
 
     /// Decodes one client message. The error's `details` carry nothing about
     /// the `id`; the caller echoes `id(of:)` so even a bad message's reply
@@ -185,7 +188,12 @@ struct Fields {
     func getTarget() throws(ProtocolError) -> GetTarget {
         switch try targetField(allowed: ["name", "list", "prefix", "query"], op: "get") {
         case "name": return .record(try name("name"), path: try path())
-        case "list": return .list(try name("list"))
+        case "list":
+            if object["after"] != nil {
+                throw .badField("after", "a list is paged with \"cursor\" (from the previous page), not \"after\"")
+            }
+            let limit = try int("limit", min: 1, max: Int64(Request.maxListPage))
+            return .list(try name("list"), cursor: try Request.listCursor(try string("cursor")), limit: limit.map { Int($0) })
         case "query":
             let limit = try int("limit", min: 1, max: Int64(Request.maxPageSize)) ?? Int64(Request.maxPageSize)
             return .query(try query(), after: try string("after"), limit: Int(limit))
@@ -287,5 +295,16 @@ struct Fields {
         default:
             return nil
         }
+    }
+}
+
+extension Request {
+    /// The key a list page's `cursor` names (the hex of PROTOCOL.md, "get").
+    public static func listCursor(_ text: String?) throws(ProtocolError) -> ListKey? {
+        guard let text else { return nil }
+        guard let key = ListKey(hex: text) else {
+            throw .badField("cursor", "\"cursor\" must be the \"cursor\" of a previous page of the list (lower-case hex)")
+        }
+        return key
     }
 }

@@ -47,7 +47,9 @@ public struct Hello: Sendable, Equatable {
 
 public enum GetTarget: Sendable, Equatable {
     case record(String, path: RecordPath?)
-    case list(String)
+    /// One page of a list's entries: those after the `cursor` key (from
+    /// the first without), at most `limit` (default: the hub's bound).
+    case list(String, cursor: ListKey? = nil, limit: Int? = nil)
     case prefix(String, after: String?, limit: Int)
     /// A page of a live query's result: name order, names > `after`
     /// (unlimited queries), or the whole result of a limited one.

@@ -69,19 +69,24 @@ extension HubCore {
         return stats
     }
 
-    /// The stats from the stats record and the open records on the
-    /// workflow's list, or nil when they cannot be trusted: a listed name
-    /// that is not a record of the workflow in an open stage means the list
-    /// is not the set of open records (an admin's list write, a changed
-    /// config).
+    /// The stats from the stats record and the workflow's open records, read
+    /// through the stage index (a live query over its open stages: it costs
+    /// what is open), or nil when they cannot be trusted (no stats record,
+    /// or one that does not fit the workflow as configured now).
     func restoredStats(of workflow: Workflow) throws(ProtocolError) -> WorkflowStats? {
-        guard let statsName = workflow.stats, let listName = workflow.list,
-              let record = try cache.record(statsName) else { return nil }
+        guard let statsName = workflow.stats, let record = try cache.record(statsName),
+              let stageField = try? RecordPath(parsing: workflow.stageField) else { return nil }
+        let openStages = workflow.stages.filter(workflow.isOpen).map { JSONValue.string($0).serialized() }
         var open: [WorkflowStats.OpenRecord] = []
-        for name in try cache.list(listName)?.entries ?? [] {
-            guard name.hasBytePrefix(workflow.prefix), let listed = try cache.record(name),
-                  let stage = listed.data[workflow.stageField]?.stringValue, workflow.isOpen(stage) else { return nil }
-            open.append(WorkflowStats.OpenRecord(name: name, created: listed.created))
+        if !openStages.isEmpty {
+            let query = Query(prefix: workflow.prefix, conditions: [Query.Condition(path: stageField, values: openStages)])
+            var after: String?
+            while true {
+                let (page, more) = try queryRecords(query, after: after, pageLimit: 1000)
+                open += page.map { WorkflowStats.OpenRecord(name: $0.name, created: $0.created) }
+                guard more, let last = page.last?.name else { break }
+                after = last
+            }
         }
         return WorkflowStats(restoring: record.data, open: open, workflow: workflow)
     }

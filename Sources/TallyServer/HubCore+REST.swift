@@ -47,14 +47,18 @@ extension HubCore {
                             etag: record.version, after: max(result.seq, record.seq))
                 }
                 fanOut(result.changes)
-            case .getList(let name):
+            case .getList(let name, let cursor, let limit):
                 try policy.check(call.actor, .read, name: name, owner: nil)
                 guard let list = try cache.list(name) else { throw ProtocolError(.notFound, "no list named \"\(name)\"") }
-                respond(call, .ok, list.envelope(nameKey: "name"), etag: list.version, after: head)
+                let page = try cache.listPage(name, after: cursor, limit: limit ?? configuration.maxSnapshotEntries)
+                respond(call, .ok, list.envelope(page: page, nameKey: "name"), etag: list.version, after: head)
             case .writeList(let write, let key):
                 let result = try self.write([write], atomic: false, key: key, actor: call.actor).get()
                 if let list = try cache.list(write.name) {
-                    let body = mayRead(call.actor, name: list.name) ? list.envelope(nameKey: "name") : Self.members(of: result.reply)
+                    let body = mayRead(call.actor, name: list.name)
+                        ? list.envelope(page: try cache.listPage(list.name, after: nil, limit: configuration.maxSnapshotEntries),
+                                        nameKey: "name")
+                        : Self.members(of: result.reply)
                     respond(call, .ok, body, etag: list.version, after: max(result.seq, list.seq))
                 } else {
                     var writer = MessageWriter()

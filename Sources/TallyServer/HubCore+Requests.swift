@@ -124,10 +124,11 @@ extension HubCore {
                 } else {
                     answer(session, id: id, after: head) { record.envelope(into: &$0) }
                 }
-            case .list(let name):
+            case .list(let name, let cursor, let limit):
                 try policy.check(actor, .read, name: name, owner: nil)
                 guard let list = try cache.list(name) else { throw ProtocolError(.notFound, "no list named \"\(name)\"") }
-                answer(session, id: id, after: head) { list.envelope(into: &$0) }
+                let page = try cache.listPage(name, after: cursor, limit: limit ?? configuration.maxSnapshotEntries)
+                answer(session, id: id, after: head) { list.envelope(into: &$0, page: page) }
             case .query(let query, let after, let limit):
                 return getQuery(query.restricted(to: actor.user), after: after, limit: limit, id: id, session: session,
                                 actor: actor)
@@ -250,8 +251,9 @@ extension HubCore {
             }
         case .list(let name):
             let list = try cache.list(name)
+            let page = list == nil ? nil : try cache.listPage(name, after: nil, limit: configuration.maxSnapshotEntries)
             return { writer in
-                if let list { writer.raw("list", list.envelope()) } else { writer.null("list") }
+                if let list, let page { writer.raw("list", list.envelope(page: page)) } else { writer.null("list") }
             }
         case .prefix(let prefix):
             let (records, more) = try records(prefix: prefix, after: nil, limit: configuration.maxSnapshotRecords)
@@ -409,8 +411,9 @@ extension HubCore {
             case .record(_, let after, _):
                 mutations.append(after.map { .putRecord($0.stored) } ?? .deleteRecord(change.name))
                 stored.append(StoredChange(seq: change.seq, time: now, kind: .record, name: change.name, message: change.push))
-            case .list(_, let after):
+            case .list(_, let after, let edit):
                 mutations.append(after.map { .putList($0.stored) } ?? .deleteList(change.name))
+                Self.mutations(of: edit, list: change.name, into: &mutations)
                 stored.append(StoredChange(seq: change.seq, time: now, kind: .list, name: change.name, message: change.push))
             }
         }

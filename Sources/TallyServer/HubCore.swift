@@ -21,6 +21,10 @@ public struct CoreConfiguration: Sendable {
     /// Record indexes beyond the built-in ones (each workflow's stage
     /// field and `owner`), for live queries on other paths.
     public var indexes: [RecordIndex] = []
+    /// Most entries of a list in one reply: a `get`'s page, a list
+    /// subscription's snapshot, a REST list envelope, a list's `conflict`
+    /// error (a longer list's conflict carries no `entries`).
+    public var maxSnapshotEntries = Request.maxListPage
     /// Most subscriptions one connection may hold; more are refused with
     /// `too_many_subscriptions`. A subscription costs about 220 bytes (a
     /// path subscription on a shared record, measured), so a connection at
@@ -166,7 +170,9 @@ public final class HubCore: @unchecked Sendable {
         self.store = store
         self.configuration = configuration
         self.logger = logger
-        self.engine = Engine(limits: configuration.limits)
+        var limits = configuration.limits
+        limits.maxConflictEntries = configuration.maxSnapshotEntries
+        self.engine = Engine(limits: limits)
         let reader = try store.makeReader()
         var indexes = RecordIndex.defaults(for: configuration.planner.workflows.workflows)
         for index in configuration.indexes where !indexes.contains(index) { indexes.append(index) }

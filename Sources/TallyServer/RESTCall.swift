@@ -11,7 +11,7 @@ struct RESTCall: Sendable {
         case records(prefix: String, after: String?, limit: Int)
         /// PUT, PATCH and DELETE of a record; answers with the envelope.
         case writeRecord(Write, key: String?, ifMatch: Bool)
-        case getList(String)
+        case getList(String, cursor: ListKey?, limit: Int?)
         case writeList(Write, key: String?)
         case changes(since: Int64, limit: Int)
         case publish(topic: String, data: JSONValue)

@@ -31,8 +31,13 @@ enum RESTRoutes {
         })
         // List names may contain slashes, so the list routes split the rest
         // of the path themselves at the first `entries` segment.
-        router.add("GET", "/v1/lists/{rest...}", .rest { _, parameters throws(ProtocolError) in
-            .getList(try REST.name(parameters["rest"]!, field: "list"))
+        router.add("GET", "/v1/lists/{rest...}", .rest { request, parameters throws(ProtocolError) in
+            let query = try REST.query(request)
+            let limit = try query["limit"].map { text throws(ProtocolError) in
+                Int(try REST.integer(text, field: "limit", default: 0, range: 1...Int64(Request.maxListPage)))
+            }
+            return .getList(try REST.name(parameters["rest"]!, field: "list"),
+                            cursor: try Request.listCursor(query["cursor"]), limit: limit)
         })
         router.add("POST", "/v1/lists/{rest...}", .rest { request, parameters throws(ProtocolError) in
             let (list, entry) = try listAndEntry(parameters["rest"]!)

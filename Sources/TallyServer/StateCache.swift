@@ -6,6 +6,13 @@ import TallyStore
 /// committed state, holding every uncommitted change ("pinned") until its
 /// commit.
 ///
+/// A list's entries are never held whole: the cache keeps a list's row
+/// (version, count, …) like a record, and for a list with uncommitted
+/// changes the edits those changes made to its entries (`ListEdits`: keys
+/// added or removed, whether the rows were dropped), laid over the store's
+/// rows when the engine reads them. The edits of a change are dropped when
+/// its commit is reported; a failed commit drops them all.
+///
 /// The invariant that makes reads right: an entry that is not in the cache has
 /// no uncommitted change, so the store's committed row is its current state.
 /// Pinned entries are never evicted; clean ones are dropped when the cache
@@ -25,6 +32,8 @@ final class StateCache: EngineState {
     /// Keyed by bytes, as the store is (see `ByteKey`).
     private(set) var records: [ByteKey: Entry<RecordState>] = [:]
     private(set) var lists: [ByteKey: Entry<ListState>] = [:]
+    /// Uncommitted edits of lists' entries, by list.
+    private(set) var listEdits: [ByteKey: ListEdits] = [:]
     /// The sum of the entries' `bytes`.
     private(set) var bytes = 0
     /// Uncommitted changes in seq order, to unpin on commit.
@@ -61,11 +70,42 @@ final class StateCache: EngineState {
         let key = ByteKey(name)
         if let entry = lists[key] { return entry.state }
         let stored: StoredList?
-        do { stored = try reader.list(name) } catch { throw .storage(error) }
-        let state = stored.map(ListState.init(stored:))
+        var lastKey: ListKey?
+        do {
+            stored = try reader.list(name)
+            // Nothing of this list is uncommitted (it is not cached), so the store's last row is its last entry.
+            if stored != nil { lastKey = try reader.listEntries(name, descending: true, after: nil).next()?.key }
+        } catch {
+            throw .storage(error)
+        }
+        let state = stored.map { ListState(stored: $0, lastKey: lastKey) }
         put(key, Entry(state: state, pinnedSeq: 0, bytes: Self.footprint(key, state)))
         cleanOrder.append((key, true))
         return state
+    }
+
+    func listRows(_ name: String, descending: Bool, after: ListKey?) throws(ProtocolError) -> any ListCursor {
+        let stored: any StoredListCursor
+        do { stored = try reader.listEntries(name, descending: descending, after: after) } catch { throw .storage(error) }
+        let rows = StoreListRows(stored)
+        guard let edits = listEdits[ByteKey(name)] else { return rows }
+        return edits.cursor(over: rows, descending: descending, after: after)
+    }
+
+    func listKeys(_ name: String, holding entry: String) throws(ProtocolError) -> [ListKey] {
+        let keys: [ListKey]
+        do { keys = try reader.listKeys(name, holding: entry) } catch { throw .storage(error) }
+        guard let edits = listEdits[ByteKey(name)] else { return keys }
+        return edits.keys(holding: entry, baseKeys: keys)
+    }
+
+    /// Up to `limit` entries of list `name` after `after` (from the first
+    /// without), and whether more follow: O(log n + limit).
+    func listPage(_ name: String, after: ListKey?, limit: Int) throws(ProtocolError) -> (rows: [ListRow], more: Bool) {
+        let cursor = try listRows(name, descending: false, after: after)
+        var rows: [ListRow] = []
+        while rows.count < limit, let row = try cursor.next() { rows.append(row) }
+        return (rows, try cursor.next() != nil)
     }
 
     // MARK: Bytes
@@ -106,7 +146,7 @@ final class StateCache: EngineState {
 
     static func footprint(_ key: ByteKey, _ state: ListState?) -> Int {
         var total = listSlotBytes + HeapFootprint.string(key.string)
-        if let state { total += HeapFootprint.string(state.name) + HeapFootprint.strings(state.entries) }
+        if let state { total += HeapFootprint.string(state.name) }
         return total
     }
 
@@ -125,18 +165,21 @@ final class StateCache: EngineState {
         switch change.target {
         case .record(_, let after, _):
             put(key, Entry(state: after, pinnedSeq: change.seq, bytes: Self.footprint(key, after)))
-        case .list(_, let after):
+        case .list(_, let after, let edit):
             put(key, Entry(state: after, pinnedSeq: change.seq, bytes: Self.footprint(key, after)))
+            listEdits[key, default: ListEdits()].apply(edit, seq: change.seq)
         }
         pinned.append((change.seq, change.name, change.isList))
     }
 
     /// Everything up to `seq` is committed: those entries may be evicted now.
     func committed(through seq: Int64) {
+        var editedLists = Set<ByteKey>()
         while pinnedHead < pinned.count, pinned[pinnedHead].seq <= seq {
             let (pinSeq, text, isList) = pinned[pinnedHead]
             let name = ByteKey(text)
             if isList {
+                editedLists.insert(name)
                 if lists[name]?.pinnedSeq == pinSeq {
                     lists[name]?.pinnedSeq = 0
                     cleanOrder.append((name, true))
@@ -146,6 +189,12 @@ final class StateCache: EngineState {
                 cleanOrder.append((name, false))
             }
             pinnedHead += 1
+        }
+        // Once per list, not per change: a write of 1,000 addEntry is 1,000 changes of one list.
+        for name in editedLists {
+            guard var edits = listEdits.removeValue(forKey: name) else { continue }
+            edits.prune(through: seq)
+            if !edits.isEmpty { listEdits[name] = edits }
         }
         compactCleanOrderIfNeeded()
         if pinnedHead == pinned.count {
@@ -173,7 +222,9 @@ final class StateCache: EngineState {
         }
         pinned.removeAll(keepingCapacity: true)
         pinnedHead = 0
+        listEdits.removeAll()
     }
+
     /// Items in the clean queue (tests).
     var cleanQueueCount: Int { cleanOrder.count - cleanHead }
 
@@ -272,27 +323,46 @@ extension RecordState {
 }
 
 extension ListState {
-    init(stored: StoredList) {
+    init(stored: StoredList, lastKey: ListKey?) {
         self.init(name: stored.name, version: stored.version, seq: stored.seq, created: stored.created,
-                  updated: stored.updated, entries: stored.entries)
+                  updated: stored.updated, count: Int(stored.count), lastKey: lastKey)
     }
 
     var stored: StoredList {
-        StoredList(name: name, version: version, seq: seq, created: created, updated: updated, entries: entries)
+        StoredList(name: name, version: version, seq: seq, created: created, updated: updated, count: Int64(count))
     }
 
-    func envelope(into writer: inout MessageWriter, nameKey: StaticString = "list") {
+    /// The envelope of PROTOCOL.md with one page of entries: `more` and
+    /// `cursor` (the last entry's key) when entries follow the page.
+    func envelope(into writer: inout MessageWriter, page: (rows: [ListRow], more: Bool),
+                  nameKey: StaticString = "list") {
         writer.string(nameKey, name)
         writer.int("version", version)
         writer.int("seq", seq)
         writer.int("created", created)
         writer.int("updated", updated)
-        writer.value("entries", .array(entries.map(JSONValue.string)))
+        writer.value("entries", .array(page.rows.map { .string($0.entry) }))
+        if page.more, let last = page.rows.last {
+            writer.int("count", Int64(count))
+            writer.bool("more", true)
+            writer.string("cursor", last.key.description)
+        }
     }
 
-    func envelope(nameKey: StaticString = "list") -> [UInt8] {
+    func envelope(page: (rows: [ListRow], more: Bool), nameKey: StaticString = "list") -> [UInt8] {
         var writer = MessageWriter()
-        envelope(into: &writer, nameKey: nameKey)
+        envelope(into: &writer, page: page, nameKey: nameKey)
         return writer.finish()
+    }
+}
+
+/// The store's rows of one list, as the engine reads them.
+final class StoreListRows: ListCursor {
+    private let stored: any StoredListCursor
+
+    init(_ stored: any StoredListCursor) { self.stored = stored }
+
+    func next() throws(ProtocolError) -> ListRow? {
+        do { return try stored.next() } catch { throw .storage(error) }
     }
 }

@@ -1,10 +1,9 @@
 import CSQLite
 
-/// The stored form of a list's entries: a format byte (1), then for each
-/// entry its UTF-8 length as an unsigned LEB128 varint and its bytes.
-///
-/// Compact and parsed without a JSON parser; entries may contain any
-/// characters, NUL included.
+/// The stored form of a list's entries up to schema 3: a format byte (1),
+/// then for each entry its UTF-8 length as an unsigned LEB128 varint and its
+/// bytes. Schema 5 keeps entries as rows; migration 5 decodes these blobs
+/// (and tests encode them to make older stores).
 enum ListEntriesCodec {
     static let format: UInt8 = 1
 

@@ -1,3 +1,5 @@
+import TallyProtocol
+
 /// Reads a MemoryStore's tables under their lock: every call sees whole
 /// committed batches only.
 final class MemoryReader: StoreReading {
@@ -13,6 +15,23 @@ final class MemoryReader: StoreReading {
 
     func list(_ name: String) throws(StoreError) -> StoredList? {
         tables.withLock { $0.lists[ByteName(name)] }
+    }
+
+    func listEntries(_ name: String, descending: Bool, after: ListKey?) throws(StoreError) -> any StoredListCursor {
+        let rows = tables.withLock { $0.listEntries[ByteName(name)] ?? [] }
+        var range = rows.indices
+        if let after {
+            let start = MemoryTables.index(in: rows, notBelow: after)
+            let past = start < rows.count && rows[start].key == after ? start + 1 : start
+            range = descending ? 0..<start : past..<rows.count
+        }
+        return MemoryListCursor(rows, range: range, descending: descending)
+    }
+
+    func listKeys(_ name: String, holding entry: String) throws(StoreError) -> [ListKey] {
+        tables.withLock { t in
+            (t.listEntries[ByteName(name)] ?? []).filter { $0.entry.sameBytes(as: entry) }.map(\.key)
+        }
     }
 
     func records(prefix: String, after: String?, limit: Int) throws(StoreError) -> [StoredRecord] {
@@ -98,5 +117,30 @@ final class MemoryReader: StoreReading {
             StoreState(headSeq: t.head, floorSeq: t.floor, recordCount: t.records.count, listCount: t.lists.count,
                        changeCount: t.changes.count, changeBytes: t.changes.bytes)
         }
+    }
+}
+
+/// A list's rows as they were under the lock (the array is shared, not
+/// copied, until the writer changes it): a snapshot, as a SQLite
+/// statement's is.
+final class MemoryListCursor: StoredListCursor {
+    private let rows: [ListRow]
+    private var range: Range<Int>
+    private let descending: Bool
+
+    init(_ rows: [ListRow], range: Range<Int>, descending: Bool) {
+        self.rows = rows
+        self.range = range
+        self.descending = descending
+    }
+
+    func next() throws(StoreError) -> ListRow? {
+        guard !range.isEmpty else { return nil }
+        if descending {
+            range = range.lowerBound..<range.upperBound - 1
+            return rows[range.upperBound]
+        }
+        range = range.lowerBound + 1..<range.upperBound
+        return rows[range.lowerBound - 1]
     }
 }

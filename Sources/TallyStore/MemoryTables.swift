@@ -1,4 +1,5 @@
 import CSQLite
+import TallyProtocol
 
 /// Everything a MemoryStore holds, the same tables as the SQLite schema.
 /// Guarded by one lock; the writer changes it, readers read it.
@@ -7,6 +8,8 @@ struct MemoryTables {
     var recordNames = SortedNames()
     var lists: [ByteName: StoredList] = [:]
     var listNames = SortedNames()
+    /// Each list's entries, ascending by key.
+    var listEntries: [ByteName: [ListRow]] = [:]
     var changes = MemoryChangeLog()
     var idempotency: [ByteName: StoredIdempotency] = [:]
     var head: Int64 = 0
@@ -19,6 +22,9 @@ struct MemoryTables {
     private enum Undo {
         case record(ByteName, StoredRecord?)
         case list(ByteName, StoredList?)
+        case listEntries(ByteName, [ListRow]?)
+        case listEntryInserted(ByteName, ListKey)
+        case listEntriesRemoved(ByteName, [ListRow])
         case change(Int64)
         case idempotency(ByteName, StoredIdempotency?)
         case indexes([String: [[UInt8]: [ByteName: Int64]]], Set<String>)
@@ -52,6 +58,29 @@ struct MemoryTables {
                 undo.append(.list(ByteName(list.name), setList(ByteName(list.name), list)))
             case .deleteList(let name):
                 undo.append(.list(ByteName(name), setList(ByteName(name), nil)))
+                undo.append(.listEntries(ByteName(name), listEntries.removeValue(forKey: ByteName(name))))
+            case .insertListEntry(let list, let row):
+                // In place (no copy of the list): undo takes the key out again.
+                let name = ByteName(list)
+                let index = Self.index(in: listEntries[name] ?? [], notBelow: row.key)
+                if index < listEntries[name]?.count ?? 0, listEntries[name]?[index].key == row.key {
+                    throw StoreError(code: SQLITE_CONSTRAINT, message: "UNIQUE constraint failed: list_entries.list, list_entries.pos",
+                                     operation: "insert list entry")
+                }
+                listEntries[name, default: []].insert(row, at: index)
+                undo.append(.listEntryInserted(name, row.key))
+            case .deleteListEntries(let list, let keys):
+                let name = ByteName(list)
+                var removed: [ListRow] = []
+                for key in keys {
+                    let index = Self.index(in: listEntries[name] ?? [], notBelow: key)
+                    if index < listEntries[name]?.count ?? 0, listEntries[name]?[index].key == key {
+                        removed.append(listEntries[name]!.remove(at: index))
+                    }
+                }
+                undo.append(.listEntriesRemoved(name, removed))
+            case .clearListEntries(let list):
+                undo.append(.listEntries(ByteName(list), listEntries.removeValue(forKey: ByteName(list))))
             case .putIndexEntry, .deleteIndexEntry, .markIndexBuilt, .dropIndex:
                 // A copy per mutation: the memory store serves tests and
                 // `--data :memory:`, where simplicity wins.
@@ -75,6 +104,14 @@ struct MemoryTables {
         switch step {
         case .record(let name, let old): _ = setRecord(name, old)
         case .list(let name, let old): _ = setList(name, old)
+        case .listEntries(let name, let old): listEntries[name] = old
+        case .listEntryInserted(let name, let key):
+            let index = Self.index(in: listEntries[name] ?? [], notBelow: key)
+            listEntries[name]?.remove(at: index)
+        case .listEntriesRemoved(let name, let rows):
+            for row in rows {
+                listEntries[name, default: []].insert(row, at: Self.index(in: listEntries[name] ?? [], notBelow: row.key))
+            }
         case .change(let seq): changes.remove(seq: seq)
         case .idempotency(let key, let old): idempotency[key] = old
         case .indexes(let old, let built): (indexes, builtIndexes) = (old, built)
@@ -89,7 +126,7 @@ struct MemoryTables {
         case .dropIndex(let index):
             indexes[index] = nil
             builtIndexes.remove(index)
-        case .putRecord, .deleteRecord, .putList, .deleteList: break
+        case .putRecord, .deleteRecord, .putList, .deleteList, .insertListEntry, .deleteListEntries, .clearListEntries: break
         }
     }
 
@@ -117,5 +154,9 @@ struct MemoryTables {
             if old != nil { listNames.remove(name) }
         }
         return old
+    }
+
+    static func index(in rows: [ListRow], notBelow key: ListKey) -> Int {
+        ListKey.firstIndex(in: rows, notBelow: key, by: \.key)
     }
 }

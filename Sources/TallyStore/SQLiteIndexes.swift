@@ -43,7 +43,7 @@ struct SQLiteIndexWrites {
             try dropRows.run()
             try dropMark.bind(1, text: index)
             try dropMark.run()
-        case .putRecord, .deleteRecord, .putList, .deleteList:
+        case .putRecord, .deleteRecord, .putList, .deleteList, .insertListEntry, .deleteListEntries, .clearListEntries:
             return false
         }
         return true

@@ -1,4 +1,5 @@
 import CSQLite
+import TallyProtocol
 
 /// Reads through its own connection, one owner thread.
 ///
@@ -22,6 +23,10 @@ final class SQLiteReader: StoreReading {
     private let countRecords: SQLiteStatement
     private let countLists: SQLiteStatement
     private let begin: SQLiteStatement
+    private let listKeysOfEntry: SQLiteStatement
+    /// Statements for list cursors, by direction and whether they start
+    /// after a key; a cursor borrows one and gives it back reset.
+    private var idleListStatements: [ListScan: [SQLiteStatement]] = [:]
     private let commit: SQLiteStatement
     private let indexReads: SQLiteIndexReads
 
@@ -31,7 +36,9 @@ final class SQLiteReader: StoreReading {
         recordByName = try c.prepare(
             "SELECT version, seq, created, updated, data FROM records WHERE name = ?1", name: "read record")
         listByName = try c.prepare(
-            "SELECT version, seq, created, updated, entries FROM lists WHERE name = ?1", name: "read list")
+            "SELECT version, seq, created, updated, count FROM lists WHERE name = ?1", name: "read list")
+        listKeysOfEntry = try c.prepare(
+            "SELECT pos FROM list_entries WHERE list = ?1 AND entry = ?2 ORDER BY pos", name: "find list entry")
         // Ranges instead of LIKE 'prefix%': "name >= ? AND name < ?" is a primary key range
         // (see NameRange).
         recordsInRange = try c.prepare("""
@@ -39,7 +46,7 @@ final class SQLiteReader: StoreReading {
             WHERE name >= ?1 AND name < ?2 ORDER BY name LIMIT ?3
             """, name: "scan records")
         listsInRange = try c.prepare("""
-            SELECT name, version, seq, created, updated, entries FROM lists
+            SELECT name, version, seq, created, updated, count FROM lists
             WHERE name >= ?1 AND name < ?2 ORDER BY name LIMIT ?3
             """, name: "scan lists")
         changesAfter = try c.prepare(
@@ -78,9 +85,36 @@ final class SQLiteReader: StoreReading {
         defer { s.reset() }
         guard try s.step() else { return nil }
         return StoredList(name: name, version: s.int64(0), seq: s.int64(1), created: s.int64(2),
-                          updated: s.int64(3), entries: try s.withBlob(4) { bytes throws(StoreError) in
-                              try ListEntriesCodec.decode(bytes)
-                          })
+                          updated: s.int64(3), count: s.int64(4))
+    }
+
+    func listEntries(_ name: String, descending: Bool, after: ListKey?) throws(StoreError) -> any StoredListCursor {
+        let scan = ListScan(descending: descending, bounded: after != nil)
+        let s: SQLiteStatement
+        if let idle = idleListStatements[scan]?.popLast() {
+            s = idle
+        } else {
+            let order = descending ? "DESC" : "ASC"
+            let bound = after == nil ? "" : descending ? " AND pos < ?2" : " AND pos > ?2"
+            s = try connection.prepare(
+                "SELECT pos, entry FROM list_entries WHERE list = ?1\(bound) ORDER BY pos \(order)",
+                name: "scan list entries")
+        }
+        try s.bind(1, text: name)
+        if let after { try s.bind(2, blob: after.bytes) }
+        return SQLiteListCursor(statement: s) { [weak self] statement in
+            self?.idleListStatements[scan, default: []].append(statement)
+        }
+    }
+
+    func listKeys(_ name: String, holding entry: String) throws(StoreError) -> [ListKey] {
+        let s = listKeysOfEntry
+        try s.bind(1, text: name)
+        try s.bind(2, text: entry)
+        defer { s.reset() }
+        var keys: [ListKey] = []
+        while try s.step() { keys.append(ListKey(bytes: s.blob(0))) }
+        return keys
     }
 
     func records(prefix: String, after: String?, limit: Int) throws(StoreError) -> [StoredRecord] {
@@ -107,9 +141,8 @@ final class SQLiteReader: StoreReading {
         defer { s.reset() }
         var result: [StoredList] = []
         while try s.step() {
-            let entries = try s.withBlob(5) { bytes throws(StoreError) in try ListEntriesCodec.decode(bytes) }
             result.append(StoredList(name: s.text(0), version: s.int64(1), seq: s.int64(2), created: s.int64(3),
-                                     updated: s.int64(4), entries: entries))
+                                     updated: s.int64(4), count: s.int64(5)))
         }
         return result
     }
@@ -215,4 +248,45 @@ final class SQLiteReader: StoreReading {
         guard try s.step() else { return 0 }
         return Int(s.int64(0))
     }
+}
+
+/// Which list-scan statement a cursor needs.
+struct ListScan: Hashable {
+    var descending: Bool
+    var bounded: Bool
+}
+
+/// Steps one statement over a list's entries. The statement is reset (its
+/// read snapshot released) as soon as it is exhausted, or when the cursor
+/// goes away: a statement left running would keep the reader on an old
+/// snapshot.
+final class SQLiteListCursor: StoredListCursor {
+    private var statement: SQLiteStatement?
+    private let giveBack: (SQLiteStatement) -> Void
+
+    init(statement: SQLiteStatement, giveBack: @escaping (SQLiteStatement) -> Void) {
+        self.statement = statement
+        self.giveBack = giveBack
+    }
+
+    func next() throws(StoreError) -> ListRow? {
+        guard let s = statement else { return nil }
+        do throws(StoreError) {
+            if try s.step() { return ListRow(key: ListKey(bytes: s.blob(0)), entry: s.text(1)) }
+        } catch {
+            release()
+            throw error
+        }
+        release()
+        return nil
+    }
+
+    private func release() {
+        guard let s = statement else { return }
+        statement = nil
+        s.reset()
+        giveBack(s)
+    }
+
+    deinit { release() }
 }

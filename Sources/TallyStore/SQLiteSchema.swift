@@ -1,4 +1,5 @@
 import CSQLite
+import TallyProtocol
 
 /// The database schema as an explicit list of versioned migrations.
 ///
@@ -7,10 +8,13 @@ import CSQLite
 /// sqlite.org/pragma.html#pragma_user_version). A migration never changes
 /// once released; a new schema is a new step at the end of the list.
 enum SQLiteSchema {
-    struct Migration {
+    struct Migration: Sendable {
         let version: Int64
         let summary: String
         let sql: String
+        /// Runs after `sql`, in the same transaction: for what SQL cannot
+        /// do (decode a blob the hub wrote).
+        var swift: (@Sendable (SQLiteConnection) throws(StoreError) -> Void)?
     }
 
     static let migrations: [Migration] = [
@@ -87,32 +91,90 @@ enum SQLiteSchema {
                 idx TEXT PRIMARY KEY NOT NULL
             ) STRICT, WITHOUT ROWID;
             """),
+        // A list stored as one blob was rewritten whole by every addEntry:
+        // O(n) per write, 1.1 MB per new order once the orders list had
+        // 59,000 entries (issue 14). Each entry is now a row keyed by
+        // (list, order key), so a write touches O(log n) pages; the index
+        // by entry finds what removeEntry removes. The blobs are decoded
+        // here (LEB128 lengths, ListEntriesCodec) into keys 0, 1, 2, …
+        Migration(version: 5, summary: "list entries as rows with order keys", sql: """
+            CREATE TABLE list_entries(
+                list TEXT NOT NULL,
+                pos BLOB NOT NULL, -- ListKey: entries sort by it (memcmp)
+                entry TEXT NOT NULL,
+                PRIMARY KEY(list, pos)
+            ) STRICT, WITHOUT ROWID;
+            CREATE INDEX list_entries_by_entry ON list_entries(list, entry);
+            ALTER TABLE lists ADD COLUMN count INTEGER NOT NULL DEFAULT 0;
+            """, swift: splitListBlobs),
     ]
+
+    /// Migration 5's Swift step: every list's blob becomes rows, then the
+    /// blob column goes (ALTER TABLE DROP COLUMN, SQLite 3.35+).
+    @Sendable static func splitListBlobs(_ connection: SQLiteConnection) throws(StoreError) {
+        let names = try connection.prepare("SELECT name FROM lists ORDER BY name", name: "list names")
+        var lists: [String] = []
+        while try names.step() { lists.append(names.text(0)) }
+        names.reset()
+        let read = try connection.prepare("SELECT entries FROM lists WHERE name = ?1", name: "read list blob")
+        let insert = try connection.prepare("INSERT INTO list_entries(list, pos, entry) VALUES (?1, ?2, ?3)",
+                                            name: "insert list entry")
+        let count = try connection.prepare("UPDATE lists SET count = ?2 WHERE name = ?1", name: "count list")
+        for name in lists {
+            try read.bind(1, text: name)
+            guard try read.step() else { read.reset(); continue }
+            let entries = try read.withBlob(0) { bytes throws(StoreError) in try ListEntriesCodec.decode(bytes) }
+            read.reset()
+            for (index, entry) in entries.enumerated() {
+                try insert.bind(1, text: name)
+                try insert.bind(2, blob: ListKey(integer: Int64(index)).bytes)
+                try insert.bind(3, text: entry)
+                try insert.run()
+            }
+            try count.bind(1, text: name)
+            try count.bind(2, Int64(entries.count))
+            try count.run()
+        }
+        try connection.execute("ALTER TABLE lists DROP COLUMN entries")
+    }
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }
 
-    /// Brings the database up to `latestVersion`, one transaction per step.
-    /// Refuses a database written by a newer build.
+    /// Brings the database up to `latestVersion` in one transaction: a
+    /// step that fails leaves the store exactly as the older build wrote
+    /// it (not half way, at a version no released build had). Refuses a
+    /// database written by a newer build.
     static func migrate(_ connection: SQLiteConnection) throws(StoreError) {
         let found = try connection.queryInt("PRAGMA user_version")
         try refuseNewer(found)
-        for migration in migrations where migration.version > found {
-            try connection.execute("BEGIN IMMEDIATE")
+        guard found < latestVersion else { return }
+        try connection.execute("BEGIN IMMEDIATE")
+        // Read again inside the write transaction: two processes opening the
+        // same new file cannot both run the steps.
+        var current: Int64 = 0
+        do throws(StoreError) {
+            current = try connection.queryInt("PRAGMA user_version")
+            try refuseNewer(current)
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+        for migration in migrations where migration.version > current {
             do throws(StoreError) {
-                // Read again inside the write transaction: two processes opening the same new
-                // file cannot both run a step.
-                let current = try connection.queryInt("PRAGMA user_version")
-                try refuseNewer(current)
-                if current < migration.version {
-                    try connection.execute(migration.sql)
-                    try connection.execute("PRAGMA user_version = \(migration.version)")
-                }
-                try connection.execute("COMMIT")
+                try connection.execute(migration.sql)
+                try migration.swift?(connection)
+                try connection.execute("PRAGMA user_version = \(migration.version)")
             } catch {
                 if connection.inTransaction { try? connection.execute("ROLLBACK") }
                 throw StoreError(code: error.code, message: error.message,
                                  operation: "migrate to \(migration.version) (\(migration.summary)): \(error.operation)")
             }
+        }
+        do throws(StoreError) {
+            try connection.execute("COMMIT")
+        } catch {
+            if connection.inTransaction { try? connection.execute("ROLLBACK") }
+            throw StoreError(code: error.code, message: error.message, operation: "migrate to \(latestVersion): commit")
         }
     }
 

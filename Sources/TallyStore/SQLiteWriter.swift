@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CSQLite
+import TallyProtocol
 
 /// The write connection and everything the writer thread does with it:
 /// apply batches of units in one transaction, keep the meta row current,
@@ -36,6 +37,9 @@ final class SQLiteWriter: CommitBackend {
     private let deleteRecord: SQLiteStatement
     private let upsertList: SQLiteStatement
     private let deleteList: SQLiteStatement
+    private let insertListEntry: SQLiteStatement
+    private let deleteListEntry: SQLiteStatement
+    private let clearListEntries: SQLiteStatement
     private let insertChange: SQLiteStatement
     private let upsertIdempotency: SQLiteStatement
     private let writeMeta: SQLiteStatement
@@ -70,11 +74,16 @@ final class SQLiteWriter: CommitBackend {
             """, name: "put record")
         deleteRecord = try c.prepare("DELETE FROM records WHERE name = ?1", name: "delete record")
         upsertList = try c.prepare("""
-            INSERT INTO lists(name, version, seq, created, updated, entries) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            INSERT INTO lists(name, version, seq, created, updated, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
             ON CONFLICT(name) DO UPDATE SET version = excluded.version, seq = excluded.seq,
-                created = excluded.created, updated = excluded.updated, entries = excluded.entries
+                created = excluded.created, updated = excluded.updated, count = excluded.count
             """, name: "put list")
         deleteList = try c.prepare("DELETE FROM lists WHERE name = ?1", name: "delete list")
+        insertListEntry = try c.prepare("INSERT INTO list_entries(list, pos, entry) VALUES (?1, ?2, ?3)",
+                                        name: "insert list entry")
+        deleteListEntry = try c.prepare("DELETE FROM list_entries WHERE list = ?1 AND pos = ?2",
+                                        name: "delete list entry")
+        clearListEntries = try c.prepare("DELETE FROM list_entries WHERE list = ?1", name: "clear list")
         insertChange = try c.prepare(
             "INSERT INTO changes(seq, time, kind, name, message) VALUES (?1, ?2, ?3, ?4, ?5)",
             name: "insert change")
@@ -233,11 +242,27 @@ final class SQLiteWriter: CommitBackend {
                 try upsertList.bind(3, list.seq)
                 try upsertList.bind(4, list.created)
                 try upsertList.bind(5, list.updated)
-                try upsertList.bind(6, blob: ListEntriesCodec.encode(list.entries))
+                try upsertList.bind(6, list.count)
                 try upsertList.run()
             case .deleteList(let name):
                 try deleteList.bind(1, text: name)
                 try deleteList.run()
+                try clearListEntries.bind(1, text: name)
+                try clearListEntries.run()
+            case .insertListEntry(let list, let row):
+                try insertListEntry.bind(1, text: list)
+                try insertListEntry.bind(2, blob: row.key.bytes)
+                try insertListEntry.bind(3, text: row.entry)
+                try insertListEntry.run()
+            case .deleteListEntries(let list, let keys):
+                for key in keys {
+                    try deleteListEntry.bind(1, text: list)
+                    try deleteListEntry.bind(2, blob: key.bytes)
+                    try deleteListEntry.run()
+                }
+            case .clearListEntries(let list):
+                try clearListEntries.bind(1, text: list)
+                try clearListEntries.run()
             case .putIndexEntry, .deleteIndexEntry, .markIndexBuilt, .dropIndex:
                 _ = try indexWrites.apply(unit.mutations[index])
             }

@@ -1,8 +1,17 @@
+import TallyProtocol
+
 /// Reads from a store. One owner thread per reader (not Sendable): make one
 /// reader per thread that reads. Each call sees the latest committed state.
 public protocol StoreReading: AnyObject {
     func record(_ name: String) throws(StoreError) -> StoredRecord?
     func list(_ name: String) throws(StoreError) -> StoredList?
+    /// The entries of list `name` in key order (`descending`: from the
+    /// last), after `after` in that direction when given: O(log n) to the
+    /// first, O(1) per next.
+    func listEntries(_ name: String, descending: Bool, after: ListKey?) throws(StoreError) -> any StoredListCursor
+    /// The keys of list `name`'s entries equal to `entry`, ascending (an
+    /// index on (list, entry): O(log n + found)).
+    func listKeys(_ name: String, holding entry: String) throws(StoreError) -> [ListKey]
     /// Records whose name starts with `prefix` ("" = all), ordered by name
     /// bytewise (UTF-8), names > `after` when given, at most `limit`.
     func records(prefix: String, after: String?, limit: Int) throws(StoreError) -> [StoredRecord]

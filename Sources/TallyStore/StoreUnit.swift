@@ -1,12 +1,15 @@
+import TallyProtocol
+
 /// One write to one record or list.
 public enum StoreMutation: Sendable, Equatable {
     /// Inserts the record or replaces the one with the same name.
     case putRecord(StoredRecord)
     /// Removes the record; nothing happens when there is none.
     case deleteRecord(String)
-    /// Inserts the list or replaces the one with the same name.
+    /// Inserts the list's row or replaces the one with the same name (its
+    /// entries are separate mutations).
     case putList(StoredList)
-    /// Removes the list; nothing happens when there is none.
+    /// Removes the list and its entries; nothing happens when there is none.
     case deleteList(String)
     /// Inserts an index row or replaces the one with the same index, value
     /// and name.
@@ -17,6 +20,12 @@ public enum StoreMutation: Sendable, Equatable {
     case markIndexBuilt(String)
     /// Removes index `id`'s rows and its built mark (an index no longer configured).
     case dropIndex(String)
+    /// Inserts one entry of a list; a key the list already has fails the unit.
+    case insertListEntry(list: String, ListRow)
+    /// Removes the entries with these keys from a list.
+    case deleteListEntries(list: String, [ListKey])
+    /// Removes every entry of a list (before `setEntries` inserts the new ones).
+    case clearListEntries(String)
 }
 
 /// One atomic unit (one client command, possibly touching several records):

@@ -268,7 +268,10 @@ enum ClientCommands {
         }
         switch p[0] {
         case "show":
-            let reply = try c.ask(["op": "get", "list": .string(p[1])])
+            let client = try c.connect()
+            defer { client.close() }
+            var reply = try client.wholeList(p[1])
+            (reply["id"], reply["ok"]) = (nil, nil)
             if c.json { return output(.object(reply)) }
             for entry in reply["entries"]?.arrayValue ?? [] { print(entry.stringValue ?? entry.serializedString) }
         default:

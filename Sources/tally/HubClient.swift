@@ -42,6 +42,23 @@ final class HubClient {
         }
     }
 
+    /// A list with every entry: its `get` reply, with the entries of the
+    /// following pages appended (a reply carries at most 10,000; PROTOCOL.md,
+    /// "get") and the paging members removed.
+    func wholeList(_ name: String) throws(CLIError) -> JSONObject {
+        var reply = try request(["op": "get", "list": .string(name)])
+        var entries = reply["entries"]?.arrayValue ?? []
+        var page = reply
+        while page["more"] == .bool(true), let cursor = page["cursor"] {
+            page = try request(["op": "get", "list": .string(name), "cursor": cursor])
+            entries += page["entries"]?.arrayValue ?? []
+            (reply["version"], reply["seq"]) = (page["version"], page["seq"])
+        }
+        reply["entries"] = .array(entries)
+        (reply["more"], reply["cursor"], reply["count"]) = (nil, nil, nil)
+        return reply
+    }
+
     /// Sends `message` with a fresh id and waits for its reply; pushes that
     /// arrive first are kept for `nextPush`.
     func request(_ message: JSONObject, timeoutMillis: Int = 30_000) throws(CLIError) -> JSONObject {

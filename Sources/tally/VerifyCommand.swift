@@ -116,7 +116,7 @@ enum VerifyCommand {
 
     static func hubList(_ client: HubClient, _ name: String) throws(CLIError) -> ListEnvelope? {
         do {
-            return ListEnvelope(json: try client.request(["op": "get", "list": .string(name)]))
+            return ListEnvelope(json: try client.wholeList(name))
         } catch where error.code == "not_found" {
             return nil
         }

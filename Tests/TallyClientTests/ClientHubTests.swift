@@ -259,4 +259,79 @@ import TallyTestSupport
         #expect(snapshot.records.count == 11_000)
         #expect(Set(snapshot.records.map(\.name)).count == 11_000)
     }
+
+    /// A list longer than a page: the subscription pages it in before its
+    /// snapshot, applying the pushes that arrive meanwhile to the part
+    /// already loaded; snapshot plus changes equal the list.
+    @Test func aLongListIsPagedIntoOneSnapshotWithTheChangesMadeMeanwhile() async throws {
+        let hub = try RestartableHub(dataDirectory: ":memory:")
+        let client = try await liveClient(hub.url)
+        let writer = try await liveClient(hub.url)
+        defer { client.close(); writer.close() }
+        for batch in 0..<25 {
+            _ = try await client.write(atomic: (0..<1000).map { .addEntry("long", entry: "e/\(batch * 1000 + $0)") })
+        }
+        let page = try await client.getListPage("long", limit: 2)
+        #expect(page.list.entries == ["e/0", "e/1"] && page.cursor != nil)
+        let events = Recorder<SubscriptionEvent>()
+        _ = client.subscribe(.list("long")) { events.append($0) }
+        async let early = writer.addEntry("long", entry: "early", at: 3)
+        async let middle = writer.removeEntry("long", entry: "e/12000")
+        async let late = writer.addEntry("long", entry: "late")
+        let last = try await [early.seq, middle.seq, late.seq].max()!
+        let all = try await events.wait(timeoutMillis: 20_000, "the snapshot and every change") { events in
+            var seen: Int64 = 0
+            for event in events {
+                if case .snapshot(let snapshot) = event { seen = max(seen, snapshot.seq) }
+                if case .changes(_, let through) = event { seen = max(seen, through) }
+            }
+            return seen >= last
+        }
+        guard case .snapshot(let snapshot) = all[0] else { throw TestFailure("expected a snapshot") }
+        var entries = snapshot.list?.entries
+        for case .changes(let changes, _) in all.dropFirst() {
+            for change in changes where change.seq > snapshot.seq { entries = try change.applied(toEntries: entries) }
+        }
+        let whole = try await client.getList("long")
+        #expect(whole.entries.count == 25_001)
+        #expect(entries == whole.entries)
+    }
+
+    /// The page's last entry removed and another added in its place while
+    /// the list is paged in (sent on the same connection right behind the
+    /// subscribe, so the hub answers them between the first page and the
+    /// second): the new entry's key is below the first page's cursor, so
+    /// the second page does not have it, and the paging starts again.
+    @Test func aLongListPagedInStaysExactWhenThePagesLastEntryIsReplaced() async throws {
+        let hub = try RestartableHub(dataDirectory: ":memory:")
+        let client = try await liveClient(hub.url)
+        defer { client.close() }
+        for batch in 0..<12 {
+            _ = try await client.write(atomic: (0..<1000).map { .addEntry("long", entry: "e/\(batch * 1000 + $0)") })
+        }
+        let events = Recorder<SubscriptionEvent>()
+        _ = client.subscribe(.list("long")) { events.append($0) }
+        async let removed = client.removeEntry("long", entry: "e/9999")
+        async let added = client.addEntry("long", entry: "boundary", at: 9999)
+        let last = try await max(removed.seq, added.seq)
+        let all = try await events.wait(timeoutMillis: 20_000, "the snapshot and both changes") { events in
+            events.contains { event in
+                switch event {
+                case .snapshot(let snapshot): snapshot.seq >= last
+                case .changes(_, let through): through >= last
+                default: false
+                }
+            }
+        }
+        guard case .snapshot(let snapshot) = all[0] else { throw TestFailure("expected a snapshot") }
+        var entries = snapshot.list?.entries
+        for case .changes(let changes, _) in all.dropFirst() {
+            for change in changes where change.seq > snapshot.seq { entries = try change.applied(toEntries: entries) }
+        }
+        var expected = (0..<12_000).filter { $0 != 9999 }.map { "e/\($0)" }
+        expected.insert("boundary", at: 9999)
+        #expect(entries?.count == 12_000)
+        #expect(entries.map { $0.count > 9999 ? $0[9999] : "" } == "boundary")
+        #expect((entries ?? []).elementsEqual(expected), "every entry in order")
+    }
 }

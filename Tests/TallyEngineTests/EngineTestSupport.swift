@@ -7,22 +7,39 @@ import TallyProtocol
 struct DictState: EngineState {
     var records: [[UInt8]: RecordState] = [:]
     var lists: [[UInt8]: ListState] = [:]
+    var listRows: [[UInt8]: SortedListRows] = [:]
 
     mutating func record(_ name: String) throws(ProtocolError) -> RecordState? { records[Array(name.utf8)] }
     mutating func list(_ name: String) throws(ProtocolError) -> ListState? { lists[Array(name.utf8)] }
+    mutating func listRows(_ name: String, descending: Bool, after: ListKey?) throws(ProtocolError) -> any ListCursor {
+        (listRows[Array(name.utf8)] ?? SortedListRows()).cursor(descending: descending, after: after)
+    }
+    mutating func listKeys(_ name: String, holding entry: String) throws(ProtocolError) -> [ListKey] {
+        listRows[Array(name.utf8)]?.keys(holding: entry) ?? []
+    }
 
     /// Makes accepted changes the current state, as the hub does after apply.
     mutating func commit(_ changes: [Change]) {
         for change in changes {
             switch change.target {
             case .record(_, let after, _): records[Array(change.name.utf8)] = after
-            case .list(_, let after): lists[Array(change.name.utf8)] = after
+            case .list(_, let after, let edit):
+                lists[Array(change.name.utf8)] = after
+                listRows[Array(change.name.utf8), default: SortedListRows()].apply(edit)
+                #expect(after.map { $0.count == listRows[Array(change.name.utf8)]?.rows.count } ?? true,
+                        "a list's count is its number of rows")
+                #expect(after.map { $0.lastKey == listRows[Array(change.name.utf8)]?.rows.last?.key } ?? true,
+                        "a list's last key is its last row's")
             }
         }
     }
 
     func record(named name: String) -> RecordState? { records[Array(name.utf8)] }
     func list(named name: String) -> ListState? { lists[Array(name.utf8)] }
+    /// The entries of an existing list, in order.
+    func entries(named name: String) -> [String]? {
+        lists[Array(name.utf8)].map { _ in listRows[Array(name.utf8)]?.entries ?? [] }
+    }
 }
 
 extension DictState: Equatable {}
@@ -97,7 +114,8 @@ func recordChange(_ name: String, seq: Int64 = 1, before: JSONObject?, after: JS
 
 func listChange(_ name: String, seq: Int64 = 1) -> Change {
     Change(seq: seq, time: 0, name: name,
-           target: .list(before: nil, after: ListState(name: name, version: 1, seq: seq, created: 0, updated: 0, entries: [])),
+           target: .list(before: nil, after: ListState(name: name, version: 1, seq: seq, created: 0, updated: 0, count: 0, lastKey: nil),
+                         edit: .replace([])),
            push: [], reply: [:])
 }
 

@@ -78,7 +78,7 @@ struct WorkflowTests {
         #expect(data["owner"] == "ana")
         #expect(data["history"] == .array([.object(["time": .number(JSONNumber(1_764_460_800_000)), "actor": "ana",
                                                      "from": .null, "to": "received"])]))
-        #expect(hub.state.list(named: "orders")?.entries == ["orders/1"])
+        #expect(hub.state.entries(named: "orders") == ["orders/1"])
         let stats = try #require(hub.data("stats/orders"))
         #expect(stats["counts"]?.objectValue?["received"] == 1)
         #expect(stats["total"] == 1)
@@ -239,7 +239,7 @@ struct WorkflowTests {
         #expect(fresh.record(after: .init(), now: 0)["oldestOpen"] == stats["oldestOpen"])
         // The list holds the open orders, in the order they were made.
         let open = names.filter { hub.stage($0).map(Workflow.orders.isOpen) == true }
-        #expect(hub.state.list(named: "orders")?.entries == open)
+        #expect(hub.state.entries(named: "orders") == open)
     }
 
     /// Without this, the list held every order ever made: each new order
@@ -261,16 +261,16 @@ struct WorkflowTests {
             try hub.apply([advance(name)], as: staff)
             try hub.apply([advance(name)], as: staff)
         }
-        #expect(hub.state.list(named: "orders")?.entries == (0..<30).map { "orders/\($0 * 10 + 9)" })
+        #expect(hub.state.entries(named: "orders") == (0..<30).map { "orders/\($0 * 10 + 9)" })
         // Deleting an open order takes it off too; a terminal one is already off.
         try hub.apply([Write(name: "orders/9", action: .delete)], as: admin)
         try hub.apply([Write(name: "orders/0", action: .delete)], as: admin)
-        #expect(hub.state.list(named: "orders")?.entries.first == "orders/19")
+        #expect(hub.state.entries(named: "orders")?.first == "orders/19")
         // Intake jobs leave theirs when done or failed.
         try hub.apply([Write(name: "intake/a", action: .set([:]))], as: staff)
         try hub.apply([Write(name: "intake/b", action: .set([:]))], as: staff)
         try hub.apply([advance("intake/a", to: "failed", reason: "blurred")], as: staff)
-        #expect(hub.state.list(named: "intake")?.entries == ["intake/b"])
+        #expect(hub.state.entries(named: "intake") == ["intake/b"])
     }
 
     @Test func intakeNeedsAReasonToFailAndHoldsTwelvePhotos() throws {
@@ -323,7 +323,7 @@ struct AccessTests {
         #expect(hub.error([Write(name: "notes/x", action: .set([:]))], as: board)?.code == .forbidden)
         #expect(hub.error([Write(name: "orders/mine", action: .delete)], as: staff)?.code == .forbidden)
         try hub.apply([Write(name: "orders/mine", action: .delete)], as: admin)
-        #expect(hub.state.list(named: "orders")?.entries == ["orders/theirs"])
+        #expect(hub.state.entries(named: "orders") == ["orders/theirs"])
         #expect(hub.data("stats/orders")?["total"] == 1)
     }
 }

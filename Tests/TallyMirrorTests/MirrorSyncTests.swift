@@ -103,6 +103,25 @@ import TallyTestSupport
         b.stop()
     }
 
+    /// A list longer than one page (10,000 entries) is paged in whole,
+    /// and a change to it afterwards is applied to every entry.
+    @Test func aLongListIsMirroredWithEveryEntry() async throws {
+        let hub = try makeTestHub()
+        let checker = try await hub.client()
+        defer { checker.close() }
+        for batch in 0..<12 {
+            _ = try await checker.write(atomic: (0..<1000).map { .addEntry("long", entry: "e/\(batch * 1000 + $0)") })
+        }
+        let mirror = try TestMirror(patterns: ["long"])
+        try mirror.start(hub.url)
+        try await waitFor("the whole list") { try mirror.store.list("long")?.entries.count == 12_000 }
+        _ = try await checker.addEntry("long", entry: "inserted", at: 11_000)
+        try await waitFor("the insert") { try mirror.store.list("long")?.entries.count == 12_001 }
+        let expected = (0..<11_000).map { "e/\($0)" } + ["inserted"] + (11_000..<12_000).map { "e/\($0)" }
+        #expect(try mirror.store.list("long")?.entries == expected)
+        mirror.stop()
+    }
+
     @Test func aStageAdvancedOnTwoOfflineMirrorsEndsAtTheFurthestLegalStage() async throws {
         let hub = try makeTestHub()
         let checker = try await hub.client()

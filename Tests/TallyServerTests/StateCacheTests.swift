@@ -1,5 +1,6 @@
 import Testing
 import TallyEngine
+import TallyNet
 import TallyProtocol
 @testable import TallyServer
 import TallyStore
@@ -134,5 +135,80 @@ struct StateCacheTests {
         }
         #expect(cache.records.count == 1)
         #expect(longest <= 2 * 1 + 4097)
+    }
+}
+
+/// A list's uncommitted edits laid over the store's rows: the engine reads
+/// the same before, while and after their commits land, and a failed commit
+/// leaves the store's rows.
+@Suite("StateCache lists")
+struct StateCacheListTests {
+    final class Committer {
+        let store = MemoryStore()
+        /// Signalled by the commit of the unit being waited for.
+        let waiting = Locked<(token: UInt64, signal: OneShotSignal)?>(nil)
+        init() {
+            store.start { [waiting] outcome in
+                waiting.withLock { current in
+                    if let current, outcome.tokens.contains(current.token) { current.signal.signal() }
+                }
+            }
+        }
+        func commit(_ changes: [Change]) {
+            var mutations: [StoreMutation] = []
+            for change in changes {
+                guard case .list(_, let after, let edit) = change.target else { continue }
+                mutations.append(after.map { .putList($0.stored) } ?? .deleteList(change.name))
+                HubCore.mutations(of: edit, list: change.name, into: &mutations)
+            }
+            let token = UInt64(changes.last!.seq)
+            let signal = OneShotSignal()
+            waiting.withLock { $0 = (token, signal) }
+            store.submit(StoreUnit(mutations: mutations, token: token))
+            signal.wait()
+        }
+    }
+
+    static func entries(_ cache: StateCache, _ name: String) throws -> [String] {
+        let cursor = try cache.listRows(name, descending: false, after: nil)
+        var entries: [String] = []
+        while let row = try cursor.next() { entries.append(row.entry) }
+        return entries
+    }
+
+    @Test func pendingEditsReadTheSameAsCommitsLand() throws {
+        let committer = Committer()
+        defer { committer.store.close() }
+        var cache = StateCache(reader: try committer.store.makeReader(), capacity: 100)
+        let engine = Engine()
+        var seq: Int64 = 0
+        func apply(_ writes: [Write]) throws -> [Change] {
+            let changes = try engine.apply(writes, atomic: writes.count > 1, to: &cache, firstSeq: seq + 1, now: 1)
+            for change in changes { cache.apply(change) }
+            seq += Int64(changes.count)
+            return changes
+        }
+        let first = try apply([Write(name: "l", action: .setEntries(["a", "b", "c"]))])
+        let second = try apply([Write(name: "l", action: .addEntry("x", at: 1)),
+                                Write(name: "l", action: .removeEntry("c", at: nil)),
+                                Write(name: "l", action: .addEntry("z", at: nil))])
+        let third = try apply([Write(name: "l", action: .removeEntry("a", at: 0))])
+        let expected = ["x", "b", "z"]
+        #expect(try Self.entries(cache, "l") == expected)
+        // The store commits behind the core's back: the view does not change.
+        committer.commit(first)
+        committer.commit(second)
+        #expect(try Self.entries(cache, "l") == expected)
+        cache.committed(through: first.last!.seq)
+        #expect(try Self.entries(cache, "l") == expected)
+        cache.committed(through: second.last!.seq)
+        #expect(cache.listEdits[ByteKey("l")] != nil, "the third change is not committed")
+        #expect(try Self.entries(cache, "l") == expected)
+        // The third change's commit fails: the store's rows are the truth again.
+        cache.dropUncommitted()
+        #expect(cache.listEdits.isEmpty)
+        #expect(try cache.list("l")?.count == 4)
+        #expect(try Self.entries(cache, "l") == ["a", "x", "b", "z"])
+        _ = third
     }
 }

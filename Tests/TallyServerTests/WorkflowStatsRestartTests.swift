@@ -82,7 +82,9 @@ struct WorkflowStatsRestartTests {
         }
     }
 
-    @Test func aListThatIsNotTheOpenOrdersMakesTheHubRecount() throws {
+    /// The open orders are read through the stage index, not the
+    /// workflow's list: a list an admin edited by hand changes nothing.
+    @Test func aListEditedByHandDoesNotMisleadTheStats() throws {
         let directory = try TemporaryDirectory()
         try withHub(dataDirectory: directory.path) { hub in
             let client = try hub.connect()
@@ -93,10 +95,10 @@ struct WorkflowStatsRestartTests {
         try withHub(dataDirectory: directory.path) { hub in
             let client = try hub.connect()
             try client.ok(#"{"op":"advance","name":"orders/1","to":"cancelled"}"#)
-            #expect(recounts(hub) == 1)
+            #expect(recounts(hub) == 0)
             let stats = try figures(client)
             #expect(counts(stats)["received"] == 2 && counts(stats)["cancelled"] == 1)
-            #expect(stats?["oldestOpen"]?["name"] == "orders/2", "the recount finds the order the list lost")
+            #expect(stats?["oldestOpen"]?["name"] == "orders/2", "the index still has the order the list lost")
         }
     }
 }

@@ -9,7 +9,7 @@ import Testing
         let directory = try TemporaryDirectory(prefix: "tally-store")
         do {
             let h = try StoreHarness(.sqlite, directory: directory, retention: StoreRetention(maxChanges: 3))
-            try h.commit([.putRecord(record("r", version: 3)), .putList(list("l", ["x", "y"]))],
+            try h.commit([.putRecord(record("r", version: 3))] + putList("l", ["x", "y"]),
                          changes: (1...6).map { change($0, .record, "r") },
                          idempotency: StoredIdempotency(key: "k", seq: 6, time: testNow, response: [7]))
             try h.sync()
@@ -17,7 +17,7 @@ import Testing
         }
         let h = try StoreHarness(.sqlite, directory: directory, retention: StoreRetention(maxChanges: 3))
         #expect(try h.reader.record("r")?.version == 3)
-        #expect(try h.reader.list("l")?.entries == ["x", "y"])
+        #expect(try h.reader.entries("l") == ["x", "y"])
         #expect(try h.reader.idempotency("k")?.response == [7])
         let state = try h.reader.state()
         #expect(state.headSeq == 6)
@@ -124,11 +124,15 @@ import Testing
             #expect(try h.reader.state().changeBytes == total)
             h.store.close()
         }
-        // As version 2 left it: no change_bytes row, nor the later tables.
+        // As version 2 left it: no change_bytes row, no record indexes, lists as blobs.
         let path = directory.path + "/" + SQLiteStore.fileName
         let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
-        try raw.execute("DELETE FROM meta WHERE key = 'change_bytes'; DROP TABLE record_index; "
-                        + "DROP TABLE record_indexes; PRAGMA user_version = 2")
+        try raw.execute("""
+            DELETE FROM meta WHERE key = 'change_bytes'; DROP TABLE record_index; DROP TABLE record_indexes;
+            DROP TABLE list_entries;
+            ALTER TABLE lists DROP COLUMN count; ALTER TABLE lists ADD COLUMN entries BLOB NOT NULL DEFAULT x'01';
+            PRAGMA user_version = 2
+            """)
         raw.close()
         do {
             let h = try StoreHarness(.sqlite, directory: directory)
@@ -219,6 +223,22 @@ import Testing
         let entity = try reader.connection.queryPlan(
             "SELECT seq FROM changes WHERE kind = ?1 AND name = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4")
         #expect(entity.contains("USING INTEGER PRIMARY KEY (rowid>?)"), "\(entity)")
+    }
+
+    /// A list's cursors walk the primary key from a point (no sort, no
+    /// scan of the list), and removal by entry finds its keys by the index.
+    @Test func listQueriesUseTheIndexes() throws {
+        let h = try StoreHarness(.sqlite, start: false)
+        let reader = try #require(h.reader as? SQLiteReader)
+        for (sql, expected) in [
+            ("SELECT pos, entry FROM list_entries WHERE list = ?1 ORDER BY pos DESC", "USING PRIMARY KEY (list=?)"),
+            ("SELECT pos, entry FROM list_entries WHERE list = ?1 AND pos > ?2 ORDER BY pos ASC", "USING PRIMARY KEY (list=? AND pos>?)"),
+            ("SELECT pos, entry FROM list_entries WHERE list = ?1 AND pos < ?2 ORDER BY pos DESC", "USING PRIMARY KEY (list=? AND pos<?)"),
+            ("SELECT pos FROM list_entries WHERE list = ?1 AND entry = ?2 ORDER BY pos", "USING COVERING INDEX list_entries_by_entry (list=? AND entry=?)"),
+        ] {
+            let plan = try reader.connection.queryPlan(sql)
+            #expect(plan.contains(expected) && !plan.contains("TEMP B-TREE"), "\(sql): \(plan)")
+        }
     }
 }
 

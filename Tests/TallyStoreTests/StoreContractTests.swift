@@ -1,5 +1,6 @@
 import Testing
 @testable import TallyStore
+import TallyProtocol
 
 /// Reads and writes, one body for both backends.
 @Suite struct StoreContractTests {
@@ -24,16 +25,37 @@ import Testing
     @Test(arguments: Backend.allCases)
     func putGetDeleteList(backend: Backend) throws {
         let h = try StoreHarness(backend)
-        let l = list("todo", ["a", "", "ünïcødé ✓", "with\u{0}nul", String(repeating: "x", count: 300)])
-        try h.commit([.putList(l), .putList(list("empty", []))])
-        #expect(try h.reader.list("todo") == l)
-        #expect(try h.reader.list("empty")?.entries == [])
+        let entries = ["a", "", "ünïcødé ✓", "with\u{0}nul", String(repeating: "x", count: 300), "a"]
+        try h.commit(putList("todo", entries) + putList("empty", []))
+        #expect(try h.reader.list("todo") == list("todo", entries))
+        #expect(try h.reader.entries("todo") == entries)
+        #expect(try h.reader.entries("todo", descending: true) == entries.reversed())
+        #expect(try h.reader.entries("todo", after: ListKey(integer: 1)) == Array(entries[2...]))
+        #expect(try h.reader.entries("todo", descending: true, after: ListKey(integer: 1)) == ["a"])
+        #expect(try h.reader.listKeys("todo", holding: "a") == [ListKey(integer: 0), ListKey(integer: 5)])
+        #expect(try h.reader.list("empty")?.count == 0)
+        #expect(try h.reader.entries("empty") == [])
         #expect(try h.reader.record("todo") == nil, "lists and records are separate")
 
-        try h.commit([.putList(list("todo", ["b"], version: 2, seq: 2))])
-        #expect(try h.reader.list("todo")?.entries == ["b"])
+        // One entry in, one out: rows, not a rewritten list.
+        let between = ListKey.between(ListKey(integer: 0), ListKey(integer: 1))
+        try h.commit([.putList(list("todo", entries + ["z"], version: 2, seq: 2)),
+                      .insertListEntry(list: "todo", ListRow(key: between, entry: "z")),
+                      .deleteListEntries(list: "todo", [ListKey(integer: 5)])])
+        #expect(try h.reader.entries("todo") == ["a", "z"] + Array(entries[1...4]))
+        // A key the list has already fails the unit, and nothing of it stays.
+        #expect(throws: StoreError.self) {
+            try h.commit([.putList(list("todo", [], version: 3, seq: 3)),
+                          .insertListEntry(list: "todo", ListRow(key: between, entry: "again"))])
+        }
+        h.store.resumeAfterFailure()
+        #expect(try h.reader.list("todo")?.version == 2)
+
+        try h.commit(putList("todo", ["b"], version: 3, seq: 3))
+        #expect(try h.reader.entries("todo") == ["b"])
         try h.commit([.deleteList("todo")])
         #expect(try h.reader.list("todo") == nil)
+        #expect(try h.reader.entries("todo") == [])
         #expect(try h.reader.state().listCount == 1)
     }
 

@@ -2,6 +2,7 @@
 import TallyTestSupport
 import Testing
 @testable import TallyStore
+import TallyProtocol
 
 /// The two backends every contract test runs against.
 enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
@@ -264,7 +265,24 @@ func record(_ name: String, version: Int64 = 1, seq: Int64 = 1) -> StoredRecord 
 }
 
 func list(_ name: String, _ entries: [String], version: Int64 = 1, seq: Int64 = 1) -> StoredList {
-    StoredList(name: name, version: version, seq: seq, created: 1_000 + seq, updated: 2_000 + seq, entries: entries)
+    StoredList(name: name, version: version, seq: seq, created: 1_000 + seq, updated: 2_000 + seq, count: Int64(entries.count))
+}
+
+/// What a `setEntries` stores: the list's row, its old entries dropped, the
+/// new ones at keys 0, 1, 2, …
+func putList(_ name: String, _ entries: [String], version: Int64 = 1, seq: Int64 = 1) -> [StoreMutation] {
+    [.putList(list(name, entries, version: version, seq: seq)), .clearListEntries(name)]
+        + entries.enumerated().map { .insertListEntry(list: name, ListRow(key: ListKey(integer: Int64($0.offset)), entry: $0.element)) }
+}
+
+extension StoreReading {
+    /// A list's entries in order, read through a cursor from the given end.
+    func entries(_ name: String, descending: Bool = false, after: ListKey? = nil) throws -> [String] {
+        let cursor = try listEntries(name, descending: descending, after: after)
+        var entries: [String] = []
+        while let row = try cursor.next() { entries.append(row.entry) }
+        return entries
+    }
 }
 
 func change(_ seq: Int64, _ kind: EntityKind = .record, _ name: String, time: Int64 = testNow) -> StoredChange {

@@ -208,6 +208,53 @@ export async function runClientChecks({ url, WebSocket } = {}) {
     assert(sub.value === null, "deleted list");
   });
 
+  await check("a list longer than a page is paged in whole, with the changes made meanwhile", async () => {
+    for (let batch = 0; batch < 25; batch += 1) {
+      const ops = [];
+      for (let i = 0; i < 1000; i += 1) ops.push({ op: "addEntry", list: "long/1", entry: `e/${batch * 1000 + i}` });
+      await b.write(ops);
+    }
+    const first = await a.getList("long/1", { limit: 3 });
+    assert(first.more === true && first.count === 25000 && equal(first.entries, ["e/0", "e/1", "e/2"]), JSON.stringify(first));
+    const sub = a.list("long/1");
+    // Written while the subscription pages: before, inside and after the loaded part.
+    const writes = [b.addEntry("long/1", "early", { at: 3 }), b.removeEntry("long/1", "e/12000"),
+      b.addEntry("long/1", "late"), b.removeEntry("long/1", "e/24999"), b.addEntry("long/1", "mid", { at: 15000 })];
+    await sub.ready;
+    const replies = await Promise.all(writes);
+    await until("every change", () => sub.seq >= replies[replies.length - 1].seq);
+    let page = await a.getList("long/1");
+    const whole = [...page.entries];
+    while (page.more) { page = await a.getList("long/1", { cursor: page.cursor }); whole.push(...page.entries); }
+    assert(whole.length === 25001, `${whole.length} entries`);
+    assert(equal(sub.value.entries, whole), "the subscription's entries are the list's");
+    assert(sub.value.more === undefined && sub.value.cursor === undefined, "no paging members left");
+    await sub.unsubscribe();
+  });
+
+  await check("a long list paged in stays exact when the page's last entry goes and one comes in its place", async () => {
+    for (let batch = 0; batch < 2; batch += 1) {
+      const ops = [];
+      for (let i = 0; i < 6000; i += 1) ops.push({ op: "addEntry", list: "long/2", entry: `e/${batch * 6000 + i}` });
+      for (let start = 0; start < 6000; start += 1000) await b.write(ops.slice(start, start + 1000));
+    }
+    // Sent on the subscribing connection right behind the subscribe: the hub
+    // answers them after the first page and before the second. The new
+    // entry's key falls below the first page's cursor, so the second page
+    // (after the cursor) does not have it: the subscription must start again.
+    const sub = a.list("long/2");
+    const removed = a.removeEntry("long/2", "e/9999");
+    const added = a.addEntry("long/2", "boundary", { at: 9999 });
+    await sub.ready;
+    const [, last] = await Promise.all([removed, added]);
+    await until("both changes", () => sub.seq >= last.seq);
+    const expected = [];
+    for (let i = 0; i < 12000; i += 1) if (i !== 9999) expected.push(`e/${i}`);
+    expected.splice(9999, 0, "boundary");
+    assert(equal(sub.value.entries, expected), `${sub.value.entries.length} entries, at 9999: ${sub.value.entries[9999]}`);
+    await sub.unsubscribe();
+  });
+
   await check("events reach topic subscribers", async () => {
     const got = [];
     const sub = a.topic("scanner", (data) => got.push(data));

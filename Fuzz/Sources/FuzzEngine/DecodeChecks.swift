@@ -213,7 +213,11 @@ func checkDecoded(_ request: Request, message: JSONValue) {
         case .record(let name, let path):
             checkName(name, field: "name", in: object)
             if let path { checkPath(path, field: "path", in: object) } else { check(object["path"] == nil, "get lost its path") }
-        case .list(let name): checkName(name, field: "list", in: object)
+        case .list(let name, let cursor, let limit):
+            checkName(name, field: "list", in: object)
+            check(limit.map { $0 >= 1 && $0 <= Request.maxListPage } ?? (object["limit"] == nil), "list page limit \(String(describing: limit))")
+            check(cursor.map { object["cursor"] == .string($0.description) } ?? (object["cursor"] == nil),
+                  "list cursor \(String(describing: cursor)) from \(String(describing: object["cursor"]))")
         case .prefix(let prefix, _, let limit):
             checkName(prefix, field: "prefix", in: object, prefix: true)
             check(limit >= 1 && limit <= Request.maxPageSize, "limit \(limit)")

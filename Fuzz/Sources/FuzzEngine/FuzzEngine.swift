@@ -5,7 +5,7 @@
 // Input layout:
 //   byte 0  config: bits 0-1 JSON limits preset for the messages (small /
 //           tiny / protocol defaults / small but 64 deep); bits 2-3 engine
-//           limits preset (4 KiB records and 16 list entries / 256 B and 4 /
+//           limits preset (4 KiB records and setEntries of 16 / 256 B and 4 /
 //           64 B and 1 / defaults); bit 4 reads of names starting "fail"
 //           throw storage_failed; bits 5-6 where the partial-log PathReplay
 //           filters start; bit 7 the clock stands still between messages
@@ -61,6 +61,8 @@ struct Config {
 struct FuzzState: EngineState {
     var records: [Bytes: RecordState] = [:]
     var lists: [Bytes: ListState] = [:]
+    /// Each list's entries with their order keys.
+    var listRows: [Bytes: SortedListRows] = [:]
     var failingReads = false
 
     mutating func record(_ name: String) throws(ProtocolError) -> RecordState? {
@@ -77,14 +79,28 @@ struct FuzzState: EngineState {
         return lists[Bytes(name.utf8)]
     }
 
+    mutating func listRows(_ name: String, descending: Bool, after: ListKey?) throws(ProtocolError) -> any ListCursor {
+        (listRows[Bytes(name.utf8)] ?? SortedListRows()).cursor(descending: descending, after: after)
+    }
+
+    mutating func listKeys(_ name: String, holding entry: String) throws(ProtocolError) -> [ListKey] {
+        listRows[Bytes(name.utf8)]?.keys(holding: entry) ?? []
+    }
+
     mutating func commit(_ changes: [Change]) {
         for change in changes {
             switch change.target {
             case .record(_, let after, _): records[Bytes(change.name.utf8)] = after
-            case .list(_, let after): lists[Bytes(change.name.utf8)] = after
+            case .list(_, let after, let edit):
+                lists[Bytes(change.name.utf8)] = after
+                listRows[Bytes(change.name.utf8), default: SortedListRows()].apply(edit)
+                if after == nil { listRows[Bytes(change.name.utf8)] = nil }
             }
         }
     }
+
+    /// A list's entries in order.
+    func entries(_ key: Bytes) -> [Bytes] { (listRows[key]?.entries ?? []).map { Bytes($0.utf8) } }
 
     /// Equal by bytes, member by member.
     func same(as other: FuzzState) -> Bool {
@@ -93,7 +109,7 @@ struct FuzzState: EngineState {
             guard let twin = other.records[key], sameRecord(record, twin) else { return false }
         }
         for (key, list) in lists {
-            guard let twin = other.lists[key], sameList(list, twin) else { return false }
+            guard let twin = other.lists[key], sameList(list, twin), entries(key) == other.entries(key) else { return false }
         }
         return true
     }
@@ -106,8 +122,7 @@ func sameRecord(_ a: RecordState, _ b: RecordState) -> Bool {
 
 func sameList(_ a: ListState, _ b: ListState) -> Bool {
     a.name.utf8.elementsEqual(b.name.utf8) && a.version == b.version && a.seq == b.seq && a.created == b.created
-        && a.updated == b.updated && a.entries.count == b.entries.count
-        && zip(a.entries, b.entries).allSatisfy { $0.utf8.elementsEqual($1.utf8) }
+        && a.updated == b.updated && a.count == b.count && a.lastKey == b.lastKey
 }
 
 /// Parses what the hub produced (pushes): no limit but the input's size.
@@ -235,6 +250,7 @@ struct Session {
                 check(error.details["data"] == current.map { .object($0.data) }, "conflict data \(String(describing: error.details["data"]))")
             }
         case "too_large":
+            // A list's limit bounds what one setEntries carries; addEntry has none.
             let limits = write.isListWrite ? [config.engineLimits.maxListEntries]
                 : [config.engineLimits.maxRecordBytes, config.engineLimits.maxRecordDepth]
             check(limits.map { JSONValue.number(JSONNumber($0)) }.contains(error.details["limit"] ?? .null),
@@ -273,11 +289,10 @@ struct Session {
                 check(p == q, "scope \(q) for a write at \(p)")
             default: check(false, "scope \(scope) for \(write.action)")
             }
-        case .list(let before, let after):
+        case .list(let before, let after, _):
             checkList(before, effect.beforeList, name: write.name, what: "before")
             checkList(after, effect.afterList, name: write.name, what: "after")
             version = (effect.beforeList?.version ?? 0) + 1
-            if let after { check(after.entries.count <= config.engineLimits.maxListEntries, "list of \(after.entries.count) entries") }
         }
 
         // The reply's members.
@@ -316,7 +331,7 @@ struct Session {
         check(actual.version == expected.version && actual.seq == expected.seq,
               "list \(what) at version \(actual.version) seq \(actual.seq), expected \(expected.version) seq \(expected.seq)")
         check(actual.created == expected.created && actual.updated == expected.updated, "list \(what) times")
-        check(actual.entries.map { Bytes($0.utf8) } == expected.entries, "list \(what) entries \(actual.entries), expected \(expected.entries)")
+        check(actual.count == expected.entries.count, "list \(what) count \(actual.count), expected \(expected.entries.count)")
     }
 
     /// The push is one JSON object with the members PROTOCOL.md ("Pushes")
@@ -380,6 +395,9 @@ struct Session {
         for (key, list) in state.lists {
             let name = String(decoding: key, as: UTF8.self)
             checkList(list, model.lists[key], name: name, what: "stored")
+            let entries = state.entries(key)
+            check(entries == model.lists[key]?.entries, "list \(name) entries \(entries), expected \(String(describing: model.lists[key]?.entries))")
+            check(list.lastKey == state.listRows[key]?.rows.last?.key, "list \(name) last key is not its last row's")
         }
     }
 }

@@ -289,7 +289,6 @@ struct Model {
             let entry = Bytes(entryString.utf8)
             let index = at ?? entries.count
             if index > entries.count { codes.insert("bad_field") }
-            if entries.count >= limits.maxListEntries { codes.insert("too_large") }
             if codes.isEmpty { entries.insert(entry, at: index) }
             push = .addEntry(entry, index: index)
         case .removeEntry(let entryString, let at):
