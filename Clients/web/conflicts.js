@@ -1,6 +1,7 @@
 // The Conflicts panel: every open `conflicts/<id>` record an offline mirror
-// published (docs/mirror.md, "Conflicts"), live from a subscription to the
-// `conflicts/` prefix. Each row shows the record, the field, the three
+// published (docs/mirror.md, "Conflicts"), live from a query for the
+// unresolved ones (settled conflicts stay as records: the panel never loads
+// them). Each row shows the record, the field, the three
 // values, the mirror and when, with "Keep local" and "Keep hub": a press
 // sends one atomic write (hub.resolveConflict), and the row leaves when the
 // conflict record says resolved — settled here or anywhere else. A refusal
@@ -27,16 +28,18 @@ export function followConflicts(hub, { keepFor }) {
   let pressed = null; // {id, take} of the last press: where the keyboard goes when its row leaves
   const list = $("conflict-list");
 
-  hub.prefix(CONFLICT_PREFIX, (records, change) => {
-    if (!change) { // a snapshot (first, or after a resnapshot)
+  hub.query({ prefix: CONFLICT_PREFIX, where: { resolved: [false] } }, (records, changes) => {
+    if (!changes) { // the first result
       open.clear();
       for (const envelope of records.values()) if (isOpenConflict(envelope)) open.set(conflictId(envelope.name), envelope);
       for (const id of [...rows.keys()]) if (!open.has(id)) drop(id);
       for (const envelope of open.values()) place(envelope);
-    } else if (change.name) {
-      const id = conflictId(change.name);
-      const envelope = records.get(change.name);
-      if (isOpenConflict(envelope)) { open.set(id, envelope); place(envelope); } else { open.delete(id); drop(id); }
+    } else {
+      for (const name of [...changes.entered, ...changes.changed, ...changes.left]) {
+        const id = conflictId(name);
+        const envelope = records.get(name);
+        if (isOpenConflict(envelope)) { open.set(id, envelope); place(envelope); } else { open.delete(id); drop(id); }
+      }
     }
     updateEmpty();
   });

@@ -16,9 +16,11 @@ public struct RecordIndex: Sendable, Hashable {
         self.path = path
     }
 
-    /// Each workflow's stage field and owner.
+    /// Each workflow's stage field and owner, and whether an offline
+    /// mirror's conflict is resolved (the board's panel asks for the open ones).
     public static func defaults(for workflows: [Workflow]) -> [RecordIndex] {
         var indexes: [RecordIndex] = []
+        if let resolved = try? RecordPath(parsing: "resolved") { indexes.append(RecordIndex(prefix: "conflicts/", path: resolved)) }
         for workflow in workflows {
             for field in [workflow.stageField, "owner"] {
                 guard let path = try? RecordPath(parsing: field) else { continue }
