@@ -162,7 +162,7 @@ func checkWrite(_ write: Write, op: String, object: JSONObject) {
 }
 
 func checkTarget(_ target: SubscriptionTarget, object: JSONObject) {
-    let present = ["name", "list", "prefix", "topic"].filter { object[$0] != nil }
+    let present = ["name", "list", "prefix", "topic", "query"].filter { object[$0] != nil }
     check(present.count == 1, "a subscription target decoded from members \(present)")
     switch target {
     case .record(let name):
@@ -174,7 +174,19 @@ func checkTarget(_ target: SubscriptionTarget, object: JSONObject) {
     case .list(let name): checkName(name, field: "list", in: object)
     case .topic(let name): checkName(name, field: "topic", in: object)
     case .prefix(let prefix): checkName(prefix, field: "prefix", in: object, prefix: true)
+    case .query(let query): checkQuery(query, in: object)
     }
+}
+
+/// A decoded live query says what its `query` member said.
+func checkQuery(_ query: Query, in object: JSONObject) {
+    guard case .object(let given)? = object["query"] else { return check(false, "a query decoded without a query object") }
+    checkName(query.prefix, field: "prefix", in: given, prefix: true)
+    check(!query.conditions.isEmpty && query.conditions.count <= Query.maxConditions, "\(query.conditions.count) conditions")
+    check(query.conditions.allSatisfy { !$0.values.isEmpty && $0.values.count <= Query.maxValues }, "a condition's values")
+    check(query.limit.map { $0 >= 1 && $0 <= Query.maxLimit } ?? true, "query limit \(String(describing: query.limit))")
+    check((query.order != nil) == (query.limit != nil), "an order without a limit, or a limit without one")
+    check(query.owner == nil, "a decoded query names an owner")
 }
 
 /// A decoded request says what its message said.
@@ -220,6 +232,9 @@ func checkDecoded(_ request: Request, message: JSONValue) {
                   "list cursor \(String(describing: cursor)) from \(String(describing: object["cursor"]))")
         case .prefix(let prefix, _, let limit):
             checkName(prefix, field: "prefix", in: object, prefix: true)
+            check(limit >= 1 && limit <= Request.maxPageSize, "limit \(limit)")
+        case .query(let query, _, let limit):
+            checkQuery(query, in: object)
             check(limit >= 1 && limit <= Request.maxPageSize, "limit \(limit)")
         }
     case .subscribe(let target, let since):

@@ -12,6 +12,9 @@ enum ModelTarget: Hashable {
     case list(Bytes)
     case prefix(Bytes)
     case topic(Bytes)
+    /// A live query: its subscribers get query messages, never the change
+    /// pushes `subscribers(of:)` finds.
+    case query(Query)
 
     init(_ target: SubscriptionTarget) {
         switch target {
@@ -20,6 +23,7 @@ enum ModelTarget: Hashable {
         case .list(let name): self = .list(Bytes(name.utf8))
         case .prefix(let prefix): self = .prefix(Bytes(prefix.utf8))
         case .topic(let topic): self = .topic(Bytes(topic.utf8))
+        case .query(let query): self = .query(query)
         }
     }
 }
@@ -176,7 +180,7 @@ struct Subscriptions {
             switch key {
             case .record(let record), .path(let record, _): expected = record == name
             case .prefix(let prefix): expected = name.starts(with: prefix)
-            case .list, .topic: expected = false
+            case .list, .topic, .query: expected = false
             }
             check(SubscriptionRegistry.matches(target, recordNamed: change.name) == expected,
                   "matches(\(target), recordNamed: \(change.name.debugDescription)) is not \(expected)")
