@@ -198,17 +198,19 @@ def test_token_login_roles_and_photos(hubs, browser, tmp_path):
     wait_until("the login dialog", lambda: driver.find_element(By.ID, "login").is_displayed())
     assert connection_state(driver) == "offline"
 
-    def sign_in(token: str) -> None:
+    def sign_in(token: str, who: str | None = None) -> None:
         if not driver.find_element(By.ID, "login").is_displayed():
             driver.find_element(By.ID, "login-button").click()
         field = driver.find_element(By.ID, "token")
         field.clear()
         field.send_keys(token)
         field.send_keys(Keys.ENTER)  # submits the dialog's form: "Sign in"
-        wait_until("the board to go live with the token", lambda: connection_state(driver) == "live")
+        # Already live with the previous token until the new one's hello is
+        # answered: wait for the new user, not only for "live".
+        wait_until(f"the board to go live as {who or 'the token'}", lambda: connection_state(driver) == "live"
+                   and (who is None or who in driver.find_element(By.ID, "who").text))
 
-    sign_in(TOKENS["wall"])
-    assert "wall · dashboard" in driver.find_element(By.ID, "who").text
+    sign_in(TOKENS["wall"], "wall · dashboard")
     wait_until("the demo orders", lambda: card(driver, "orders/demo-1"), timeout=30)
     buttons = driver.find_elements(By.CSS_SELECTOR, "#order-board button.advance")
     assert buttons and not any(b.is_displayed() for b in buttons), "a dashboard role gets no buttons"
@@ -216,8 +218,7 @@ def test_token_login_roles_and_photos(hubs, browser, tmp_path):
 
     driver.refresh()  # the token is remembered
     wait_until("live again after a reload", lambda: connection_state(driver) == "live")
-    sign_in(TOKENS["staff"])
-    assert "ana · staff" in driver.find_element(By.ID, "who").text
+    sign_in(TOKENS["staff"], "ana · staff")
     wait_until("buttons for staff", lambda: any(
         b.is_displayed() for b in driver.find_elements(By.CSS_SELECTOR, "#order-board button.advance")))
     # Photos come from /v1/blobs with the token (fetched, shown as blob: URLs).
