@@ -76,19 +76,27 @@ def load_board(driver, server) -> dict:
     meanwhile (after the item subscriptions settle)."""
     before = bytes_out(server)
     driver.get(server.url("/?linger=60"))
-    deadline = time.monotonic() + 30
-    while True:
-        drawn = driver.execute_script("""
+    drawn = {}
+
+    def cards_drawn() -> bool:
+        drawn.update(driver.execute_script("""
             const open = document.querySelectorAll('#order-board .card[data-terminal="false"]').length;
             const nav = performance.getEntriesByType("navigation")[0];
-            return {open, now: performance.now(), loaded: nav ? nav.loadEventEnd : 0};""")
-        if drawn["open"] >= OPEN and drawn["loaded"] > 0:
-            break
-        assert time.monotonic() < deadline, f"{drawn['open']} of {OPEN} open cards after 30 s"
-        time.sleep(0.01)
+            return {open, now: performance.now(), loaded: nav ? nav.loadEventEnd : 0};"""))
+        return drawn["open"] >= OPEN and drawn["loaded"] > 0
+
+    wait_until(f"{OPEN} open cards", cards_drawn, timeout=30, interval=0.005)
     wait_until("every card's item", lambda: driver.execute_script(
         "return [...document.querySelectorAll('#order-board .card .item')].every(e => e.textContent === 'Bolt')"))
-    time.sleep(0.5)  # anything still on its way
+    # Done loading once the hub sends nothing between two reads of /metrics
+    # but the /metrics answer itself (the same size, give or take a digit).
+    sent = [bytes_out(server), bytes_out(server)]
+
+    def quiet() -> bool:
+        sent.append(bytes_out(server))
+        return abs((sent[-1] - sent[-2]) - (sent[-2] - sent[-3])) <= 16
+
+    wait_until("the hub to stop sending", quiet, interval=0.2)
     heap = driver.execute_cdp_cmd("Runtime.getHeapUsage", {})["usedSize"]
     return {"render_ms": drawn["now"] - drawn["loaded"], "heap": heap, "bytes": bytes_out(server) - before}
 
