@@ -56,23 +56,9 @@ export class Subscription {
         this.value = reply.list ?? null;
         if (this.value?.more) { await this.pageList(reply.seq); paged = true; }
         break;
-      case "prefix": {
-        const records = new Map((reply.records || []).map((record) => [record.name, record]));
-        let more = reply.more === true;
-        let after = reply.records?.length ? reply.records[reply.records.length - 1].name : undefined;
-        while (more) { // page the rest, keeping the higher version of each record
-          // Sent at once: this runs while the client resyncs, before it is live.
-          const page = await this.client.send({ op: "get", prefix: this.target.prefix, after, limit: 1000 }, { direct: true });
-          for (const record of page.records) {
-            const known = records.get(record.name);
-            if (!known || known.seq < record.seq) records.set(record.name, record);
-          }
-          more = page.more === true && page.records.length > 0;
-          after = page.records.length ? page.records[page.records.length - 1].name : after;
-        }
-        this.value = records;
+      case "prefix":
+        this.value = await this.pageRecords(reply, { prefix: this.target.prefix });
         break;
-      }
       case "query": {
         if (reply.delta === true) { // a resume: what changed while away
           const set = { seq: reply.seq, entered: [], changed: [], left: [] };
@@ -88,18 +74,7 @@ export class Subscription {
           if (set.entered.length || set.changed.length || set.left.length) this.notify(set);
           return;
         }
-        const records = new Map((reply.records || []).map((record) => [record.name, record]));
-        let more = reply.more === true;
-        let after = reply.records?.length ? reply.records[reply.records.length - 1].name : undefined;
-        while (more) { // an unlimited query's result past the first page
-          const page = await this.client.send({ op: "get", query: this.target.query, after, limit: 1000 }, { direct: true });
-          for (const record of page.records) {
-            const known = records.get(record.name);
-            if (!known || known.seq < record.seq) records.set(record.name, record);
-          }
-          more = page.more === true && page.records.length > 0;
-          after = page.records.length ? page.records[page.records.length - 1].name : after;
-        }
+        const records = await this.pageRecords(reply, { query: this.target.query });
         const previous = this.value;
         this.queryId = reply.query;
         this.value = records;
@@ -156,6 +131,26 @@ export class Subscription {
       this.paging = null;
       if (this.value) { delete this.value.more; delete this.value.cursor; delete this.value.count; }
     }
+  }
+
+  /** A snapshot's records and, while `more`, the pages after it (`get`
+   *  with `target`: a prefix, or an unlimited query), keeping the newer
+   *  copy of each record. Sent at once: this runs while the client
+   *  resyncs, before it is live. */
+  async pageRecords(reply, target) {
+    const records = new Map((reply.records || []).map((record) => [record.name, record]));
+    let more = reply.more === true;
+    let after = reply.records?.length ? reply.records[reply.records.length - 1].name : undefined;
+    while (more) {
+      const page = await this.client.send({ op: "get", ...target, after, limit: 1000 }, { direct: true });
+      for (const record of page.records) {
+        const known = records.get(record.name);
+        if (!known || known.seq < record.seq) records.set(record.name, record);
+      }
+      more = page.more === true && page.records.length > 0;
+      after = page.records.length ? page.records[page.records.length - 1].name : after;
+    }
+    return records;
   }
 
   /** A push (or a change replayed in a subscribe reply), if it is ours. */
