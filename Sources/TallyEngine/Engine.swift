@@ -199,7 +199,7 @@ public struct Engine: Sendable {
             } else if index == 0 {
                 key = try overlay.listRows(name, descending: false, after: nil).next()?.key.before()
             } else {
-                let pair = try overlay.rows(name, from: index - 1, count: 2, of: count)
+                let pair = try overlay.rows(name, from: index - 1, count: 2)
                 key = ListKey.between(pair[0].key, pair[1].key)
             }
             guard let key else { throw exhausted() }
@@ -213,7 +213,7 @@ public struct Engine: Sendable {
             guard current != nil else { throw missing() }
             var removed: [(index: Int, key: ListKey)] = []
             if let at {
-                let row = at < count ? try overlay.rows(name, from: at, count: 1, of: count).first : nil
+                let row = at < count ? try overlay.rows(name, from: at, count: 1).first : nil
                 guard let row, row.entry.sameBytes(as: entry) else {
                     throw ProtocolError(.notFound, "\"\(name)\" has no \"\(entry)\" at index \(at)")
                 }
@@ -221,7 +221,7 @@ public struct Engine: Sendable {
             } else {
                 let keys = try overlay.listKeys(name, holding: entry)
                 guard !keys.isEmpty else { throw ProtocolError(.notFound, "\"\(name)\" has no entry \"\(entry)\"") }
-                for key in keys { removed.append((try overlay.rank(of: key, in: name, count: count), key)) }
+                for key in keys { removed.append((try overlay.listRank(name, below: key, holding: []).below, key)) }
                 removed.sort { $0.index < $1.index }
             }
             edit = .remove(removed.map(\.key))
@@ -310,37 +310,38 @@ struct Overlay<Base: EngineState> {
         return edits.keys(holding: entry, baseKeys: keys)
     }
 
-    /// `count` rows from index `from` of a list of `total` entries, read
-    /// from the nearer end: O(min(from, total - from)).
-    mutating func rows(_ name: String, from: Int, count: Int, of total: Int? = nil) throws(ProtocolError) -> [ListRow] {
-        let total = total ?? from + count
-        let fromEnd = total - from - count < from
-        let cursor = try listRows(name, descending: fromEnd, after: nil)
-        var skip = fromEnd ? total - from - count : from
-        var rows: [ListRow] = []
-        rows.reserveCapacity(count)
-        while rows.count < count, let row = try cursor.next() {
-            if skip > 0 { skip -= 1 } else { rows.append(row) }
+    mutating func listRank(_ name: String, below key: ListKey,
+                           holding keys: [ListKey]) throws(ProtocolError) -> (below: Int, held: [Bool]) {
+        guard let edits = listEdits[ByteKey(name)] else { return try base.listRank(name, below: key, holding: keys) }
+        return try edits.rank(below: key, holding: keys) { keys throws(ProtocolError) in
+            try base.listRank(name, below: key, holding: keys)
         }
-        guard rows.count == count else {
-            throw ProtocolError(.storageFailed, "list \"\(name)\" has fewer rows than its count \(total)")
-        }
-        return fromEnd ? rows.reversed() : rows
     }
 
-    /// The index of the entry with `key` in a list of `count` entries:
-    /// counted from both ends at once, so O(min(i, n - i)) steps — SQLite's
-    /// b-trees keep no counts, so a rank cannot be O(log n) here.
-    mutating func rank(of key: ListKey, in name: String, count: Int) throws(ProtocolError) -> Int {
-        let up = try listRows(name, descending: false, after: nil)
-        let down = try listRows(name, descending: true, after: nil)
-        var below = 0, atOrAbove = 0
-        while true {
-            guard let row = try up.next(), row.key < key else { return below }
-            below += 1
-            guard let high = try down.next(), !(high.key < key) else { return count - atOrAbove }
-            atOrAbove += 1
+    mutating func listRow(_ name: String, at index: Int) throws(ProtocolError) -> ListRow? {
+        guard let edits = listEdits[ByteKey(name)] else { return try base.listRow(name, at: index) }
+        return try edits.row(at: index,
+                             baseRow: { index throws(ProtocolError) in try base.listRow(name, at: index) },
+                             rank: { key throws(ProtocolError) in
+                                 let ranked = try listRank(name, below: key, holding: [key])
+                                 return (ranked.below, ranked.held[0])
+                             },
+                             rows: { after throws(ProtocolError) in try listRows(name, descending: false, after: after) })
+    }
+
+    /// `count` rows from index `from`: the first found by rank, the rest
+    /// stepped to.
+    mutating func rows(_ name: String, from: Int, count: Int) throws(ProtocolError) -> [ListRow] {
+        var rows: [ListRow] = []
+        if count > 0, let first = try listRow(name, at: from) {
+            rows.append(first)
+            let cursor = try listRows(name, descending: false, after: first.key)
+            while rows.count < count, let row = try cursor.next() { rows.append(row) }
         }
+        guard rows.count == count else {
+            throw ProtocolError(.storageFailed, "list \"\(name)\" has fewer rows than its count")
+        }
+        return rows
     }
 
     mutating func remember(_ change: Change) {

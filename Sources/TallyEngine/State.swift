@@ -72,6 +72,39 @@ public protocol EngineState {
     /// The keys of the entries of list `name` that equal `entry` bytewise,
     /// ascending.
     mutating func listKeys(_ name: String, holding entry: String) throws(ProtocolError) -> [ListKey]
+    /// How many entries of list `name` have a key below `key`, and which of
+    /// `keys` it holds, as one reading.
+    mutating func listRank(_ name: String, below key: ListKey, holding keys: [ListKey]) throws(ProtocolError) -> (below: Int, held: [Bool])
+    /// The entry at `index` of list `name`, nil past the end.
+    mutating func listRow(_ name: String, at index: Int) throws(ProtocolError) -> ListRow?
+}
+
+extension EngineState {
+    /// By stepping from the first entry: O(n). A state over a store answers from its counts.
+    public mutating func listRank(_ name: String, below key: ListKey,
+                                  holding keys: [ListKey]) throws(ProtocolError) -> (below: Int, held: [Bool]) {
+        var below = 0
+        var present = Set<ListKey>()
+        let wanted = Set(keys)
+        let cursor = try listRows(name, descending: false, after: nil)
+        while let row = try cursor.next() {
+            if row.key < key { below += 1 } else if wanted.isEmpty { break }
+            if wanted.contains(row.key) { present.insert(row.key) }
+        }
+        return (below, keys.map(present.contains))
+    }
+
+    /// By stepping from the first entry: O(index).
+    public mutating func listRow(_ name: String, at index: Int) throws(ProtocolError) -> ListRow? {
+        guard index >= 0 else { return nil }
+        let cursor = try listRows(name, descending: false, after: nil)
+        var passed = 0
+        while let row = try cursor.next() {
+            if passed == index { return row }
+            passed += 1
+        }
+        return nil
+    }
 }
 
 /// Limits the engine enforces on what a write produces.

@@ -99,6 +99,29 @@ final class StateCache: EngineState {
         return edits.keys(holding: entry, baseKeys: keys)
     }
 
+    func listRank(_ name: String, below key: ListKey, holding keys: [ListKey]) throws(ProtocolError) -> (below: Int, held: [Bool]) {
+        let reader = reader
+        func base(_ keys: [ListKey]) throws(ProtocolError) -> (below: Int, held: [Bool]) {
+            do { return try reader.listRank(name, below: key, holding: keys) } catch { throw .storage(error) }
+        }
+        guard let edits = listEdits[ByteKey(name)] else { return try base(keys) }
+        return try edits.rank(below: key, holding: keys, base: base)
+    }
+
+    func listRow(_ name: String, at index: Int) throws(ProtocolError) -> ListRow? {
+        let reader = reader
+        func baseRow(_ index: Int) throws(ProtocolError) -> ListRow? {
+            do { return try reader.listEntry(name, at: index) } catch { throw .storage(error) }
+        }
+        guard let edits = listEdits[ByteKey(name)] else { return try baseRow(index) }
+        return try edits.row(at: index, baseRow: baseRow,
+                             rank: { key throws(ProtocolError) in
+                                 let ranked = try listRank(name, below: key, holding: [key])
+                                 return (ranked.below, ranked.held[0])
+                             },
+                             rows: { after throws(ProtocolError) in try listRows(name, descending: false, after: after) })
+    }
+
     /// Up to `limit` entries of list `name` after `after` (from the first
     /// without), and whether more follow: O(log n + limit).
     func listPage(_ name: String, after: ListKey?, limit: Int) throws(ProtocolError) -> (rows: [ListRow], more: Bool) {

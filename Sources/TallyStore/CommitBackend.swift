@@ -69,10 +69,15 @@ struct StoreTestHooks: Sendable {
     var failCommit: (@Sendable (_ tokens: [UInt64]) -> StoreError?)?
     /// Replaces `LendingRule.standard`.
     var lending: LendingRule?
+    /// SQLite: replaces `SQLiteListWrites.defaultBlockSize` (small blocks
+    /// split and merge after a few entries).
+    var listBlockSize: Int?
 
     init(afterMutation: (@Sendable (UInt64, Int) -> StoreError?)? = nil,
          beforeCommit: (@Sendable ([UInt64]) -> Void)? = nil,
-         failCommit: (@Sendable ([UInt64]) -> StoreError?)? = nil, lending: LendingRule? = nil) {
+         failCommit: (@Sendable ([UInt64]) -> StoreError?)? = nil, lending: LendingRule? = nil,
+         listBlockSize: Int? = nil) {
+        self.listBlockSize = listBlockSize
         self.afterMutation = afterMutation
         self.beforeCommit = beforeCommit
         self.failCommit = failCommit

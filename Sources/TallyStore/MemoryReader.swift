@@ -34,6 +34,24 @@ final class MemoryReader: StoreReading {
         }
     }
 
+    func listRank(_ name: String, below key: ListKey, holding keys: [ListKey]) throws(StoreError) -> (below: Int, held: [Bool]) {
+        tables.withLock { t in
+            let rows = t.listEntries[ByteName(name)] ?? []
+            let held = keys.map { key in
+                let index = MemoryTables.index(in: rows, notBelow: key)
+                return index < rows.count && rows[index].key == key
+            }
+            return (MemoryTables.index(in: rows, notBelow: key), held)
+        }
+    }
+
+    func listEntry(_ name: String, at index: Int) throws(StoreError) -> ListRow? {
+        tables.withLock { t in
+            let rows = t.listEntries[ByteName(name)] ?? []
+            return rows.indices.contains(index) ? rows[index] : nil
+        }
+    }
+
     func records(prefix: String, after: String?, limit: Int) throws(StoreError) -> [StoredRecord] {
         let range = NameRange(prefix: prefix, after: after)
         return tables.withLock { t in

@@ -29,6 +29,7 @@ final class SQLiteReader: StoreReading {
     private var idleListStatements: [ListScan: [SQLiteStatement]] = [:]
     private let commit: SQLiteStatement
     private let indexReads: SQLiteIndexReads
+    private let listRanks: SQLiteListRanks
 
     init(path: String, durability: Durability) throws(StoreError) {
         let c = try SQLiteConnection(path: path, role: .reader, durability: durability)
@@ -68,6 +69,7 @@ final class SQLiteReader: StoreReading {
         begin = try c.prepare("BEGIN", name: "begin read")
         commit = try c.prepare("COMMIT", name: "end read")
         indexReads = try SQLiteIndexReads(c)
+        listRanks = try SQLiteListRanks(c)
     }
 
     func record(_ name: String) throws(StoreError) -> StoredRecord? {
@@ -115,6 +117,14 @@ final class SQLiteReader: StoreReading {
         var keys: [ListKey] = []
         while try s.step() { keys.append(ListKey(bytes: s.blob(0))) }
         return keys
+    }
+
+    func listRank(_ name: String, below key: ListKey, holding keys: [ListKey]) throws(StoreError) -> (below: Int, held: [Bool]) {
+        try inReadTransaction { () throws(StoreError) in try listRanks.rank(name, below: key, holding: keys) }
+    }
+
+    func listEntry(_ name: String, at index: Int) throws(StoreError) -> ListRow? {
+        try inReadTransaction { () throws(StoreError) in try listRanks.entry(name, at: index) }
     }
 
     func records(prefix: String, after: String?, limit: Int) throws(StoreError) -> [StoredRecord] {
@@ -199,14 +209,22 @@ final class SQLiteReader: StoreReading {
     /// Reads the meta rows and counts the records and lists (O(n): see
     /// `StoreState`), all in one read transaction.
     func state() throws(StoreError) -> StoreState {
-        try begin.run()
-        do throws(StoreError) {
+        try inReadTransaction { () throws(StoreError) in
             let meta = try SQLiteWriter.readMeta(self.meta)
             let records = try count(countRecords)
             let lists = try count(countLists)
-            try commit.run()
             return StoreState(headSeq: meta.head, floorSeq: meta.floor, recordCount: records, listCount: lists,
                               changeCount: Int(clamping: meta.changeCount), changeBytes: Int(clamping: meta.changeBytes))
+        }
+    }
+
+    /// Runs `body`'s statements in one read transaction: they see one point in time.
+    private func inReadTransaction<R>(_ body: () throws(StoreError) -> R) throws(StoreError) -> R {
+        try begin.run()
+        do throws(StoreError) {
+            let result = try body()
+            try commit.run()
+            return result
         } catch {
             if connection.inTransaction { try? commit.run() }
             throw error

@@ -107,6 +107,18 @@ enum SQLiteSchema {
             CREATE INDEX list_entries_by_entry ON list_entries(list, entry);
             ALTER TABLE lists ADD COLUMN count INTEGER NOT NULL DEFAULT 0;
             """, swift: splitListBlobs),
+        // An insert at an index and a removal's reported index needed the
+        // entry's rank, counted by stepping from the nearer end: O(n), up to
+        // 230 ms in the middle of 1,000,000 entries. Counted blocks
+        // (SQLiteListBlocks.swift) make it a sum over one row per block.
+        Migration(version: 6, summary: "counted blocks of list entries", sql: """
+            CREATE TABLE list_blocks(
+                list TEXT NOT NULL,
+                start BLOB NOT NULL, -- the block's entries: start <= pos < the next block's start
+                count INTEGER NOT NULL,
+                PRIMARY KEY(list, start)
+            ) STRICT, WITHOUT ROWID;
+            """, swift: SQLiteListWrites.buildBlocks),
     ]
 
     /// Migration 5's Swift step: every list's blob becomes rows, then the

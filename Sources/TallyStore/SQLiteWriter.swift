@@ -37,9 +37,7 @@ final class SQLiteWriter: CommitBackend {
     private let deleteRecord: SQLiteStatement
     private let upsertList: SQLiteStatement
     private let deleteList: SQLiteStatement
-    private let insertListEntry: SQLiteStatement
-    private let deleteListEntry: SQLiteStatement
-    private let clearListEntries: SQLiteStatement
+    private let listWrites: SQLiteListWrites
     private let insertChange: SQLiteStatement
     private let upsertIdempotency: SQLiteStatement
     private let writeMeta: SQLiteStatement
@@ -79,11 +77,7 @@ final class SQLiteWriter: CommitBackend {
                 created = excluded.created, updated = excluded.updated, count = excluded.count
             """, name: "put list")
         deleteList = try c.prepare("DELETE FROM lists WHERE name = ?1", name: "delete list")
-        insertListEntry = try c.prepare("INSERT INTO list_entries(list, pos, entry) VALUES (?1, ?2, ?3)",
-                                        name: "insert list entry")
-        deleteListEntry = try c.prepare("DELETE FROM list_entries WHERE list = ?1 AND pos = ?2",
-                                        name: "delete list entry")
-        clearListEntries = try c.prepare("DELETE FROM list_entries WHERE list = ?1", name: "clear list")
+        listWrites = try SQLiteListWrites(c, blockSize: hooks.listBlockSize ?? SQLiteListWrites.defaultBlockSize)
         insertChange = try c.prepare(
             "INSERT INTO changes(seq, time, kind, name, message) VALUES (?1, ?2, ?3, ?4, ?5)",
             name: "insert change")
@@ -247,22 +241,13 @@ final class SQLiteWriter: CommitBackend {
             case .deleteList(let name):
                 try deleteList.bind(1, text: name)
                 try deleteList.run()
-                try clearListEntries.bind(1, text: name)
-                try clearListEntries.run()
+                try listWrites.clear(name)
             case .insertListEntry(let list, let row):
-                try insertListEntry.bind(1, text: list)
-                try insertListEntry.bind(2, blob: row.key.bytes)
-                try insertListEntry.bind(3, text: row.entry)
-                try insertListEntry.run()
+                try listWrites.insert(list, row)
             case .deleteListEntries(let list, let keys):
-                for key in keys {
-                    try deleteListEntry.bind(1, text: list)
-                    try deleteListEntry.bind(2, blob: key.bytes)
-                    try deleteListEntry.run()
-                }
+                for key in keys { try listWrites.delete(list, key) }
             case .clearListEntries(let list):
-                try clearListEntries.bind(1, text: list)
-                try clearListEntries.run()
+                try listWrites.clear(list)
             case .putIndexEntry, .deleteIndexEntry, .markIndexBuilt, .dropIndex:
                 _ = try indexWrites.apply(unit.mutations[index])
             }

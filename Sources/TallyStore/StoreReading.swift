@@ -12,6 +12,13 @@ public protocol StoreReading: AnyObject {
     /// The keys of list `name`'s entries equal to `entry`, ascending (an
     /// index on (list, entry): O(log n + found)).
     func listKeys(_ name: String, holding entry: String) throws(StoreError) -> [ListKey]
+    /// How many entries of list `name` have a key below `key`, and which of
+    /// `keys` it holds, read at one point in time: O(n / 1,024 + 2,048 +
+    /// k log n) through counted blocks (SQLiteListBlocks.swift).
+    func listRank(_ name: String, below key: ListKey, holding keys: [ListKey]) throws(StoreError) -> (below: Int, held: [Bool])
+    /// The entry at `index` of list `name` in key order, nil past the end:
+    /// O(n / 1,024 + log n).
+    func listEntry(_ name: String, at index: Int) throws(StoreError) -> ListRow?
     /// Records whose name starts with `prefix` ("" = all), ordered by name
     /// bytewise (UTF-8), names > `after` when given, at most `limit`.
     func records(prefix: String, after: String?, limit: Int) throws(StoreError) -> [StoredRecord]

@@ -49,8 +49,35 @@ import TallyProtocol
             while let row = try cursor.next() { entries.append(row.entry) }
             return entries
         }
+        /// The edited rows' ranks and rows by index, through the base's.
+        func ranked(_ base: SortedListRows) throws -> (rows: [String], ranks: [Int], held: [Bool]) {
+            func baseRank(_ key: ListKey) -> ([ListKey]) -> (below: Int, held: [Bool]) {
+                { keys in (base.rows.filter { $0.key < key }.count, keys.map { k in base.rows.contains { $0.key == k } }) }
+            }
+            func rank(_ key: ListKey, _ asked: [ListKey]) throws(ProtocolError) -> (below: Int, held: [Bool]) {
+                try edits.rank(below: key, holding: asked, base: baseRank(key))
+            }
+            var rows: [String] = []
+            for index in 0...expected.count {
+                let row = try edits.row(at: index, baseRow: { $0 < base.rows.count ? base.rows[$0] : nil },
+                                        rank: { key throws(ProtocolError) in
+                                            let r = try rank(key, [key])
+                                            return (r.below, r.held[0])
+                                        },
+                                        rows: { after in edits.cursor(over: base.cursor(descending: false, after: after),
+                                                                      descending: false, after: after) })
+                if let row { rows.append(row.entry) } else { #expect(index == expected.count) }
+            }
+            let probes = (0...7).map { ListKey(integer: Int64($0)) } + [inserted.key]
+            return (rows, try probes.map { try rank($0, []).below }, try rank(.first, probes).held)
+        }
         for committed in 0...steps.count {
             #expect(try read(base) == expected, "with \(committed) of the edits in the base")
+            let r = try ranked(base)
+            #expect(r.rows == expected, "rows by index with \(committed) of the edits in the base")
+            // Below keys 0…7 and the inserted one: e1 e2 new e3 e5 end.
+            #expect(r.ranks == [0, 0, 1, 3, 4, 4, 5, 6, 2], "with \(committed) of the edits in the base")
+            #expect(r.held == [false, true, true, true, false, true, true, false, true])
             #expect(try read(base, descending: true) == expected.reversed())
             #expect(try read(base, after: ListKey(integer: 2)) == ["new", "e3", "e5", "end"])
             #expect(try read(base, descending: true, after: ListKey(integer: 3)) == ["new", "e2", "e1"])

@@ -124,12 +124,12 @@ import Testing
             #expect(try h.reader.state().changeBytes == total)
             h.store.close()
         }
-        // As version 2 left it: no change_bytes row, no record indexes, lists as blobs.
+        // As version 2 left it: no change_bytes row, no record indexes, lists as blobs, no blocks.
         let path = directory.path + "/" + SQLiteStore.fileName
         let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
         try raw.execute("""
             DELETE FROM meta WHERE key = 'change_bytes'; DROP TABLE record_index; DROP TABLE record_indexes;
-            DROP TABLE list_entries;
+            DROP TABLE list_entries; DROP TABLE list_blocks;
             ALTER TABLE lists DROP COLUMN count; ALTER TABLE lists ADD COLUMN entries BLOB NOT NULL DEFAULT x'01';
             PRAGMA user_version = 2
             """)

@@ -58,6 +58,15 @@ import Testing
         #expect(try h.reader.list("gone") == nil)
         #expect(state.listCount == lists.count)
         #expect(try h.reader.entries("big").count == 10_000)
+        // The migration counted the entries into blocks: any index is found
+        // by rank, and ranks agree with the manifest's order.
+        let big = try #require(lists.compactMap(\.objectValue).first { $0["name"] == "big" }?["entries"]?.arrayValue)
+        for index in [0, 1, 1_023, 1_024, 5_000, 9_999] {
+            let row = try #require(try h.reader.listEntry("big", at: index), "big[\(index)]")
+            #expect(.string(row.entry) == big[index])
+            #expect(try h.reader.listRank("big", below: row.key, holding: [row.key]) == (index, [true]))
+        }
+        #expect(try h.reader.listEntry("big", at: 10_000) == nil)
         #expect(try h.reader.listKeys("dupes", holding: "b").count == 3)
         #expect(try h.reader.listKeys("awkward", holding: "orders/ü-ñ-ç").count == 2)
 

@@ -137,3 +137,49 @@ def test_rest_pages_a_list_and_refuses_bad_paging(tally, sync_client):
         assert response.status == 400, query
         assert response.error_code() == "bad_field", query
     assert client.ok("get", list="r/l")["version"] == 1, "nothing changed"
+
+
+def test_pipelined_inserts_and_removals_anywhere_report_the_right_indexes(tally, sync_client):
+    """Inserts and removals at random places in a list of 5,000 (five
+    counted blocks, split and merged as it goes), sent 50 at a time without
+    waiting, so each is ranked while earlier ones are still uncommitted:
+    every push's index matches a model, and so do the entries after."""
+    import random
+
+    writer, watcher = sync_client(tally), sync_client(tally)
+    fill(writer, "mid", 5_000)
+    model = [f"e/{i:07}" for i in range(5_000)]
+    watcher.ok("subscribe", list="mid")
+    rng = random.Random(14)
+    expected = []
+    for burst in range(12):
+        ids = []
+        for k in range(50):
+            choice = rng.random()
+            if choice < 0.45 or not model:
+                at = rng.randrange(len(model) + 1)
+                entry = f"n/{burst}/{k}"
+                model.insert(at, entry)
+                message = {"op": "addEntry", "list": "mid", "entry": entry, "at": at}
+                expected.append(("index", at))
+            elif choice < 0.75:
+                at = rng.randrange(len(model))
+                message = {"op": "removeEntry", "list": "mid", "entry": model.pop(at), "at": at}
+                expected.append(("indexes", [at]))
+            else:
+                entry = model[rng.randrange(len(model))]
+                found = [i for i, e in enumerate(model) if e == entry]
+                model = [e for e in model if e != entry]
+                message = {"op": "removeEntry", "list": "mid", "entry": entry}
+                expected.append(("indexes", found))
+            message["id"] = writer.next_id()
+            ids.append(message["id"])
+            writer.send(message)
+        for request_id in ids:
+            reply = writer.recv_reply(request_id)
+            assert reply.get("ok") is True, reply
+    pushes = watcher.take_pushes(len(expected), timeout=30)
+    for number, (push, (field, value)) in enumerate(zip(pushes, expected)):
+        assert push.message[field] == value, f"change {number}: {push.message}"
+    first, entries, _ = all_entries(writer, "mid")
+    assert entries == model
