@@ -32,37 +32,55 @@ extension HubCore {
         }
     }
 
-    /// Builds, before the store starts, each configured index the store does
-    /// not hold yet (one pass over its prefix, once), and drops the rows of
-    /// indexes no longer configured. Nothing to do on an ordinary start.
+    /// Builds, before the store starts, each index the store does not hold
+    /// yet (the configured ones and resolve's code index: one pass over its
+    /// prefix, once), and drops the rows of indexes no longer configured.
+    /// Nothing to do on an ordinary start.
     static func prepareIndexes(_ indexes: [RecordIndex], store: any Store, reader: any StoreReading,
                                logger: Logger) throws(StoreError) {
         let built = Set(try reader.builtIndexes())
-        for id in built where !indexes.contains(where: { $0.id == id }) {
+        for id in built where id != codeIndexID && !indexes.contains(where: { $0.id == id }) {
             try store.applyBeforeStart([StoreUnit(mutations: [.dropIndex(id)], token: 0)])
             logger.info("index.dropped", ["index": String(id.map { $0 == "\u{1F}" ? " " : $0 })])
         }
         for index in indexes where !built.contains(index.id) {
-            var after: String?
-            var count = 0
-            while true {
-                let page = try reader.records(prefix: index.prefix, after: after, limit: 1000)
-                var mutations: [StoreMutation] = []
-                for row in page {
-                    // A record the hub cannot parse is not indexed (and
-                    // cannot be read either); the build goes on.
-                    guard let record = try? RecordState(stored: row), let value = index.value(of: record) else { continue }
-                    mutations.append(.putIndexEntry(StoredIndexEntry(index: index.id, value: value, name: row.name,
-                                                                     updated: row.updated)))
-                }
-                count += page.count
-                let last = page.count < 1000
-                if last { mutations.append(.markIndexBuilt(index.id)) }
-                try store.applyBeforeStart([StoreUnit(mutations: mutations, token: 0)])
-                if last { break }
-                after = page.last?.name
+            let count = try buildIndex(index.id, prefix: index.prefix, store: store, reader: reader) { record in
+                index.value(of: record).map { [$0] } ?? []
             }
             logger.info("index.built", ["prefix": index.prefix, "path": index.path.description, "records": String(count)])
+        }
+        if !built.contains(codeIndexID) {
+            let count = try buildIndex(codeIndexID, prefix: itemPrefix, store: store, reader: reader) { record in
+                codes(of: record).map { Array($0.utf8) }
+            }
+            logger.info("index.built", ["prefix": itemPrefix, "path": "(item codes)", "records": String(count)])
+        }
+    }
+
+    /// Writes index `id`'s rows for every record under `prefix`, 1,000
+    /// records per unit, then marks it built; the records read.
+    private static func buildIndex(_ id: String, prefix: String, store: any Store, reader: any StoreReading,
+                                   values: (RecordState) -> [[UInt8]]) throws(StoreError) -> Int {
+        var after: String?
+        var count = 0
+        while true {
+            let page = try reader.records(prefix: prefix, after: after, limit: 1000)
+            var mutations: [StoreMutation] = []
+            for row in page {
+                // A record the hub cannot parse is not indexed (and
+                // cannot be read either); the build goes on.
+                guard let record = try? RecordState(stored: row) else { continue }
+                for value in values(record) {
+                    mutations.append(.putIndexEntry(StoredIndexEntry(index: id, value: value, name: row.name,
+                                                                     updated: row.updated)))
+                }
+            }
+            count += page.count
+            let last = page.count < 1000
+            if last { mutations.append(.markIndexBuilt(id)) }
+            try store.applyBeforeStart([StoreUnit(mutations: mutations, token: 0)])
+            if last { return count }
+            after = page.last?.name
         }
     }
 

@@ -405,7 +405,7 @@ extension HubCore {
         for change in changes {
             cache.apply(change)
             uncommitted.append(change)
-            indexCodes(of: change)
+            codeMutations(of: change, into: &mutations)
             if !recordIndexes.isEmpty { indexMutations(of: change, into: &mutations) }
             switch change.target {
             case .record(_, let after, _):

@@ -1,6 +1,7 @@
 import TallyEngine
 import TallyHTTP
 import TallyProtocol
+import TallyStore
 
 /// `GET /v1/resolve/{code}`: which item a scanned code names (seed 000: a
 /// UUID, a link, an exact SKU or a serial number).
@@ -9,9 +10,7 @@ extension HubCore {
 
     func resolve(_ code: String, call: RESTCall, head: Int64) throws(ProtocolError) {
         let key = Self.lookupKey(code)
-        let index = try codeIndex()
-        let name = index[key]?.min { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        guard let name, let record = try cache.record(name) else {
+        guard let record = try item(withCode: key) else {
             var writer = MessageWriter()
             writer.value("error", ProtocolError(.notFound, "no item has the code \"\(code)\"; a new item for it would be \"\(Self.itemPrefix + Self.identifier(for: code))\"").json)
             writer.string("code", code)
@@ -19,41 +18,57 @@ extension HubCore {
             writer.string("name", Self.itemPrefix + Self.identifier(for: code))
             return emit(.http(call.responder, .json(.notFound, writer.finish())), after: 0)
         }
-        try policy.check(call.actor, .read, name: name, owner: record.owner)
+        try policy.check(call.actor, .read, name: record.name, owner: record.owner)
         var writer = MessageWriter(capacity: record.dataBytes.count + 128)
         writer.string("code", code)
         writer.bool("found", true)
-        writer.string("name", name)
+        writer.string("name", record.name)
         writer.raw("record", record.envelope())
         var response = HTTPResponse.json(.ok, writer.finish())
         response.headers.set("ETag", "\"\(record.version)\"")
         emit(.http(call.responder, response), after: head)
     }
 
-    /// Code → item names, built by reading every item once, then kept
-    /// current by `indexCodes(of:)` as items change.
-    func codeIndex() throws(ProtocolError) -> [String: Set<String>] {
-        if let itemCodes { return itemCodes }
-        var index: [String: Set<String>] = [:]
-        var after: String?
-        while true {
-            let (page, more) = try records(prefix: Self.itemPrefix, after: after, limit: 1000)
-            for record in page {
-                for code in Self.codes(of: record) { index[code, default: []].insert(record.name) }
-            }
-            guard more, let last = page.last?.name else { break }
-            after = last
+    /// The item with lookup key `key` (the first by name when several have
+    /// it): the store's code index, with the items not yet committed laid
+    /// over it, each candidate checked against its current state. O(log n +
+    /// found + uncommitted items), whatever the number of items.
+    func item(withCode key: String) throws(ProtocolError) -> RecordState? {
+        var names: [String]
+        do {
+            names = try cache.reader.indexedNames(index: Self.codeIndexID, value: Array(key.utf8), prefix: Self.itemPrefix,
+                                                  after: nil, limit: Self.maxItemsPerCode)
+        } catch {
+            throw .storage(error)
         }
-        itemCodes = index
-        return index
+        names += cache.pendingRecordNames(prefix: Self.itemPrefix)
+        names.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        for name in names {
+            if let record = try cache.record(name), Self.codes(of: record).contains(key) { return record }
+        }
+        return nil
     }
 
-    /// Moves an item's codes in the index after a change to it.
-    func indexCodes(of change: Change) {
-        guard itemCodes != nil, change.name.hasBytePrefix(Self.itemPrefix),
-              case .record(let before, let after, _) = change.target else { return }
-        if let before { for code in Self.codes(of: before) { itemCodes![code]?.remove(before.name) } }
-        if let after { for code in Self.codes(of: after) { itemCodes![code, default: []].insert(after.name) } }
+    /// The id of the code index among the store's record indexes (U+001F
+    /// twice: no live-query index, prefix U+001F path, has that id).
+    static let codeIndexID = itemPrefix + "\u{1F}\u{1F}codes"
+    /// Items read per code: more with one code is a data mistake, and the
+    /// first by name answers anyway.
+    static let maxItemsPerCode = 100
+
+    /// The code index rows an item change moves: its old codes out, its
+    /// new ones in (appended to its store unit).
+    func codeMutations(of change: Change, into mutations: inout [StoreMutation]) {
+        guard change.name.hasBytePrefix(Self.itemPrefix), case .record(let before, let after, _) = change.target else { return }
+        let old = before.map(Self.codes(of:)) ?? []
+        let new = after.map(Self.codes(of:)) ?? []
+        for code in old where !new.contains(code) {
+            mutations.append(.deleteIndexEntry(index: Self.codeIndexID, value: Array(code.utf8), name: change.name))
+        }
+        for code in new where !old.contains(code) {
+            mutations.append(.putIndexEntry(StoredIndexEntry(index: Self.codeIndexID, value: Array(code.utf8),
+                                                             name: change.name, updated: after?.updated ?? 0)))
+        }
     }
 
     /// Lookup keys of an item: its id, SKU, serials and extra codes.
@@ -70,10 +85,9 @@ extension HubCore {
     /// Codes compare without case (UUIDs are printed both ways), and a link
     /// stands for the item id at its end (`https://host/items/ID?x` → ID).
     ///
-    /// Works on the UTF-8 bytes: the index build runs it for every code of
-    /// every item, and `String`'s Character-based trimming and searching
-    /// cost about 20 µs an item — most of the 2.3 s a first resolve took
-    /// with 100,000 items, with the core stalled meanwhile. Whitespace is
+    /// Works on the UTF-8 bytes: building the code index runs it for every
+    /// code of every item, and `String`'s Character-based trimming and
+    /// searching cost about 20 µs an item. Whitespace is
     /// ASCII space, tab, CR and LF, trimmed scalar by scalar.
     static func lookupKey(_ code: String) -> String {
         let bytes = Array(code.utf8)

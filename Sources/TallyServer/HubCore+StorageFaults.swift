@@ -90,7 +90,6 @@ extension HubCore {
         recentKeys.rolledBack(after: committedSeq)
         cache.dropUncommitted()
         workflowStats = [:]
-        itemCodes = nil
         rereadLimitedQueries()
         headSeq = committedSeq
         metrics.headSeq.store(Int(headSeq), ordering: .relaxed)

@@ -156,8 +156,6 @@ public final class HubCore: @unchecked Sendable {
     /// Live queries with subscribers, and the id the next new one gets.
     var liveQueries: [Query: LiveQueryState] = [:]
     var nextQueryID: Int64 = 1
-    /// Item lookup codes for resolve, built on first use.
-    var itemCodes: [String: Set<String>]?
     /// Failed commits since the last success, for rate-limited logs.
     var storageFaults = StorageFaults()
     private var floorCheckedAt: Int64 = 0
