@@ -51,7 +51,15 @@ public struct HistoryBenchmark: Sendable {
         /// Why the row could not be measured (the list was refused, …), or
         /// the first error answer.
         public var failure: String?
+        /// The hub's CPU time (every thread) while the row ran: per
+        /// operation it moves far less than the rate on a shared machine.
+        public var hubCPUSeconds: Double?
         public var rate: Double { seconds > 0 ? Double(acknowledged) / seconds : 0 }
+        /// Hub CPU microseconds per acknowledged operation.
+        public var cpuPerOperation: Double? {
+            guard let cpu = hubCPUSeconds, acknowledged > 0 else { return nil }
+            return cpu * 1e6 / Double(acknowledged)
+        }
         public var failed: Bool { failure != nil && (acknowledged == 0 || errors > 0) }
     }
 
@@ -72,7 +80,15 @@ public struct HistoryBenchmark: Sendable {
         public var connections: Int
         public var smallest: Double
         public var largest: Double
+        /// Hub CPU µs per operation at the smallest and the largest size.
+        public var smallestCPU: Double?
+        public var largestCPU: Double?
         public var ratio: Double { smallest > 0 ? largest / smallest : .nan }
+        /// CPU per operation at the largest size ÷ at the smallest (1 = no growth).
+        public var cpuRatio: Double? {
+            guard let small = smallestCPU, let large = largestCPU, small > 0 else { return nil }
+            return large / small
+        }
         public var met: Bool { ratio >= HistoryBenchmark.target }
     }
 
@@ -140,18 +156,21 @@ public struct HistoryBenchmark: Sendable {
                 let pool = try ClientPool.open(count: count, url: hub.url, group: group)
                 defer { pool.close() }
                 let perConnection = max(1, window / count)
+                var cpuAtStart = hub.cpuSeconds()
                 func row(_ measure: Measure, _ outcome: ClientPool.Outcome, failure: String? = nil) -> Row {
                     let silent = outcome.acknowledged == 0 && outcome.errors == 0
-                    let r = Row(size: size, measure: measure, connections: count, acknowledged: outcome.acknowledged,
+                    var r = Row(size: size, measure: measure, connections: count, acknowledged: outcome.acknowledged,
                                 errors: outcome.errors, seconds: outcome.seconds,
                                 failure: failure ?? outcome.firstError
                                     ?? (silent ? "nothing was acknowledged within \(format(outcome.seconds, 2)) s" : nil))
+                    if let start = cpuAtStart, let end = hub.cpuSeconds() { r.hubCPUSeconds = end - start }
                     log("  \(size) orders, \(measure.rawValue), \(count) connections: \(r.acknowledged) in \(format(r.seconds, 2)) s = \(format(r.rate, 0))/s"
                         + (r.errors > 0 ? ", \(r.errors) errors (first: \(r.failure ?? "?"))" : ""))
                     return r
                 }
 
                 // Creations.
+                cpuAtStart = hub.cpuSeconds()
                 var creators: [CreateJob] = []
                 let created = pool.run(seconds: seconds, window: perConnection) { index in
                     let job = CreateJob(tag: "m\(size)c\(count)n\(index)")
@@ -163,6 +182,7 @@ public struct HistoryBenchmark: Sendable {
                 // Advances of what was created.
                 let orders = creators.map { job in job.created.map(job.name) }
                 var advancers: [AdvanceJob] = []
+                cpuAtStart = hub.cpuSeconds()
                 let advanced = pool.run(seconds: seconds, window: perConnection) { index in
                     let job = AdvanceJob(orders: orders[index])
                     advancers.append(job)
@@ -192,6 +212,7 @@ public struct HistoryBenchmark: Sendable {
                     rows.append(row(.addEntry, ClientPool.Outcome(acknowledged: 0, errors: 0, seconds: 0, firstError: nil),
                                     failure: listFailure))
                 } else {
+                    cpuAtStart = hub.cpuSeconds()
                     let appended = pool.run(seconds: seconds, window: perConnection) { index in
                         AddEntryJob(tag: "\(size)c\(count)n\(index)", list: list)
                     }
@@ -205,10 +226,12 @@ public struct HistoryBenchmark: Sendable {
         if let smallest = ordered.first, let largest = ordered.last {
             for measure in Measure.allCases {
                 for count in connections {
-                    func rate(_ size: Int) -> Double {
-                        rows.first { $0.size == size && $0.measure == measure && $0.connections == count && !$0.failed }?.rate ?? 0
+                    func find(_ size: Int) -> Row? {
+                        rows.first { $0.size == size && $0.measure == measure && $0.connections == count && !$0.failed }
                     }
-                    ratios.append(Ratio(measure: measure, connections: count, smallest: rate(smallest), largest: rate(largest)))
+                    ratios.append(Ratio(measure: measure, connections: count, smallest: find(smallest)?.rate ?? 0,
+                                        largest: find(largest)?.rate ?? 0, smallestCPU: find(smallest)?.cpuPerOperation,
+                                        largestCPU: find(largest)?.cpuPerOperation))
                 }
             }
         }
@@ -243,13 +266,13 @@ extension HistoryBenchmark.Result {
         }
         func number(_ value: Double, _ digits: Int = 1) -> String { value.isFinite ? format(value, digits) : "null" }
         let rows = rows.map { r in
-            #"{"size":\#(r.size),"measure":"\#(r.measure.rawValue)","connections":\#(r.connections),"acknowledged":\#(r.acknowledged),"errors":\#(r.errors),"seconds":\#(number(r.seconds, 3)),"rate":\#(number(r.rate)),"failed":\#(r.failed),"failure":\#(string(r.failure))}"#
+            #"{"size":\#(r.size),"measure":"\#(r.measure.rawValue)","connections":\#(r.connections),"acknowledged":\#(r.acknowledged),"errors":\#(r.errors),"seconds":\#(number(r.seconds, 3)),"rate":\#(number(r.rate)),"cpuMicrosPerOp":\#(r.cpuPerOperation.map { number($0, 2) } ?? "null"),"failed":\#(r.failed),"failure":\#(string(r.failure))}"#
         }
         let fills = fills.map { f in
             #"{"size":\#(f.size),"finished":\#(f.finished),"added":\#(f.added),"seconds":\#(number(f.seconds, 3)),"ordersPerSecond":\#(number(f.ordersPerSecond))}"#
         }
         let ratios = ratios.map { q in
-            #"{"measure":"\#(q.measure.rawValue)","connections":\#(q.connections),"smallest":\#(number(q.smallest)),"largest":\#(number(q.largest)),"ratio":\#(number(q.ratio, 3)),"target":\#(HistoryBenchmark.target),"met":\#(q.met)}"#
+            #"{"measure":"\#(q.measure.rawValue)","connections":\#(q.connections),"smallest":\#(number(q.smallest)),"largest":\#(number(q.largest)),"ratio":\#(number(q.ratio, 3)),"cpuRatio":\#(q.cpuRatio.map { number($0, 3) } ?? "null"),"target":\#(HistoryBenchmark.target),"met":\#(q.met)}"#
         }
         return #"{"rows":[\#(rows.joined(separator: ","))],"fills":[\#(fills.joined(separator: ","))],"list":{"entries":\#(listEntries),"seconds":\#(number(listSeconds, 3)),"failure":\#(string(listFailure))},"ratios":[\#(ratios.joined(separator: ","))]}"#
     }

@@ -107,7 +107,8 @@ enum BenchCommand {
                   each size, order creations/s, advances/s and addEntry/s on a big
                   list are measured from each connection count. Prints rate per
                   size, measure and connections, then each rate at the largest
-                  size ÷ at the smallest (target ≥ 0.8×). Exit status 1 when a
+                  size ÷ at the smallest (target ≥ 0.8×), and the hub's CPU time
+                  per operation at each (robust on a shared machine). Exit status 1 when a
                   row could not be measured (a refusal is shown as a failed row)
       --sizes LIST          finished orders (default 1000,100000,1000000)
       --list-entries N      entries in the list addEntry appends to, filled
@@ -510,10 +511,12 @@ enum BenchCommand {
             print(r.json)
             return failed ? 1 : 0
         }
-        var rows: [[String]] = [["finished orders", "measure", "connections", "acknowledged", "errors", "seconds", "rate (/s)"]]
+        var rows: [[String]] = [["finished orders", "measure", "connections", "acknowledged", "errors", "seconds", "rate (/s)",
+                                 "hub CPU (µs/op)"]]
         for row in r.rows {
             rows.append([String(row.size), row.measure.rawValue, String(row.connections), String(row.acknowledged),
-                         String(row.errors), format(row.seconds, 2), row.failed ? "failed" : format(row.rate, 0)])
+                         String(row.errors), format(row.seconds, 2), row.failed ? "failed" : format(row.rate, 0),
+                         row.cpuPerOperation.map { format($0, 1) } ?? "n/a"])
         }
         print(renderTable(rows))
         var fills: [[String]] = [["size", "finished orders", "orders added", "fill time (s)", "orders/s"]]
@@ -524,12 +527,13 @@ enum BenchCommand {
         let sizes = bench.sizes.sorted()
         let smallest = sizes.first.map(String.init) ?? "?", largest = sizes.last.map(String.init) ?? "?"
         var ratios: [[String]] = [["measure", "connections", "rate at \(smallest) (/s)", "rate at \(largest) (/s)",
-                                   "ratio", "target", "met"]]
+                                   "ratio", "target", "met", "CPU/op ratio"]]
         for q in r.ratios {
             let known = q.smallest > 0 && q.largest > 0
             ratios.append([q.measure.rawValue, String(q.connections), q.smallest > 0 ? format(q.smallest, 0) : "failed",
                            q.largest > 0 ? format(q.largest, 0) : "failed", known ? format(q.ratio, 2) + "×" : "n/a",
-                           "≥ " + format(HistoryBenchmark.target, 1) + "×", known ? (q.met ? "yes" : "no") : "n/a"])
+                           "≥ " + format(HistoryBenchmark.target, 1) + "×", known ? (q.met ? "yes" : "no") : "n/a",
+                           q.cpuRatio.map { format($0, 2) + "×" } ?? "n/a"])
         }
         print(renderTable(ratios), terminator: "")
         if let failure = r.listFailure { progress("list: \(failure)") }
