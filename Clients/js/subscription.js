@@ -39,13 +39,23 @@ export class Subscription {
     try { this.listener(this.value, change, this); } catch (error) { console.error("tally: subscription listener failed", error); }
   }
 
+  /** Delivers the pushes that came in behind the subscribe's reply
+   *  before it was handled (`Tally.push`), once the reply's state is in
+   *  place: those the reply already holds are skipped by their seq. */
+  deliverEarly() {
+    const early = this.early;
+    this.early = null;
+    for (const message of early || []) this.deliver(message);
+  }
+
   /** Applies a subscribe reply: a snapshot or the changes since. */
   async apply(reply) {
-    if (this.kind === "topic") { this.active = true; return; }
+    if (this.kind === "topic") { this.active = true; this.deliverEarly(); return; }
     if (Array.isArray(reply.changes)) {
       this.active = true;
       for (const change of reply.changes) this.deliver(change);
       this.seq = Math.max(this.seq, reply.seq);
+      this.deliverEarly();
       return;
     }
     let paged = false; // a long list's pages moved `seq` on with the pushes applied meanwhile
@@ -72,6 +82,7 @@ export class Subscription {
           this.active = true;
           this.lastSnapshot = { seq: reply.seq, resnapshot: false };
           if (set.entered.length || set.changed.length || set.left.length) this.notify(set);
+          this.deliverEarly();
           return;
         }
         const records = await this.pageRecords(reply, { query: this.target.query });
@@ -87,6 +98,7 @@ export class Subscription {
           this.hasState = true;
           this.notify(null);
         }
+        this.deliverEarly();
         return;
       }
     }
@@ -95,6 +107,7 @@ export class Subscription {
     this.active = true;
     this.lastSnapshot = { seq: reply.seq, resnapshot: reply.resnapshot === true };
     this.notify(null);
+    this.deliverEarly();
   }
 
   /** Loads the rest of a list longer than one page (PROTOCOL.md, "Paging a
@@ -107,6 +120,7 @@ export class Subscription {
   async pageList(seq) {
     this.seq = seq;
     this.paging = { loaded: this.value.entries.length, cursor: this.value.cursor };
+    this.deliverEarly(); // they came after the first page, as pushes while paging do
     try {
       while (this.paging?.cursor) {
         const restart = this.paging.restart === true;
@@ -141,14 +155,21 @@ export class Subscription {
     const records = new Map((reply.records || []).map((record) => [record.name, record]));
     let more = reply.more === true;
     let after = reply.records?.length ? reply.records[reply.records.length - 1].name : undefined;
-    while (more) {
-      const page = await this.client.send({ op: "get", ...target, after, limit: 1000 }, { direct: true });
-      for (const record of page.records) {
-        const known = records.get(record.name);
-        if (!known || known.seq < record.seq) records.set(record.name, record);
+    // Pushes meanwhile may change records of a page already read: kept
+    // (`Tally.push`) and delivered in order once the result is in place.
+    this.loading = more;
+    try {
+      while (more) {
+        const page = await this.client.send({ op: "get", ...target, after, limit: 1000 }, { direct: true });
+        for (const record of page.records) {
+          const known = records.get(record.name);
+          if (!known || known.seq < record.seq) records.set(record.name, record);
+        }
+        more = page.more === true && page.records.length > 0;
+        after = page.records.length ? page.records[page.records.length - 1].name : after;
       }
-      more = page.more === true && page.records.length > 0;
-      after = page.records.length ? page.records[page.records.length - 1].name : after;
+    } finally {
+      this.loading = false;
     }
     return records;
   }

@@ -177,7 +177,7 @@ export class Tally {
     const Impl = this.options.WebSocket || globalThis.WebSocket;
     if (!Impl) throw new Error("no WebSocket implementation: pass options.WebSocket");
     const generation = ++this.generation;
-    for (const sub of this.subscriptions) { sub.active = false; sub.sending = false; }
+    for (const sub of this.subscriptions) { sub.active = false; sub.sending = false; sub.early = null; }
     let socket;
     try {
       socket = new Impl(this.url, "tally.v1");
@@ -383,6 +383,11 @@ export class Tally {
     if ((message.op === "change" || message.op === "query") && typeof message.seq === "number" && message.seq > this.lastSeq) this.lastSeq = message.seq;
     for (const sub of this.subscriptions) {
       if (sub.active || sub.paging) sub.deliver(message);
+      // Its subscribe's reply may be in already, not yet handled (node's
+      // WebSocket dispatches every message of a read at once, before the
+      // reply's promise continues), or its later pages still loading.
+      // Kept for `apply`, which delivers them once its state is in place.
+      else if (sub.sending || sub.loading) (sub.early ??= []).push(message);
     }
   }
 
@@ -513,6 +518,7 @@ export class Tally {
       return sub;
     } catch (error) {
       sub.sending = false;
+      sub.early = null;
       if (error instanceof TallyError && !["disconnected", "closed", "timeout"].includes(error.code)) {
         // The hub refused it (forbidden, bad_name…): retrying will not help.
         this.subscriptions.delete(sub);

@@ -29,6 +29,28 @@ async function until(what, condition, ms = WAIT_MS) {
   }
 }
 
+/** A WebSocket that hands its messages on in bursts: every message that
+ *  arrives within `ms` of the first goes to the handler in one synchronous
+ *  loop, as node's WebSocket does with the messages of one read (so a
+ *  reply's promise continues only after the pushes behind it were seen). */
+function bursting(Impl, { ms = 40, onSend = null } = {}) {
+  return class extends Impl {
+    send(data) {
+      super.send(data);
+      if (onSend) onSend(String(data));
+    }
+
+    set onmessage(handler) {
+      let held = [];
+      super.onmessage = (event) => {
+        held.push(event);
+        if (held.length > 1) return;
+        setTimeout(() => { const burst = held; held = []; for (const each of burst) handler(each); }, ms);
+      };
+    }
+  };
+}
+
 async function refusal(promise) {
   try { await promise; } catch (error) { return error; }
   throw new Error("expected a refusal, the request succeeded");
@@ -253,6 +275,35 @@ export async function runClientChecks({ url, WebSocket } = {}) {
     expected.splice(9999, 0, "boundary");
     assert(equal(sub.value.entries, expected), `${sub.value.entries.length} entries, at 9999: ${sub.value.entries[9999]}`);
     await sub.unsubscribe();
+  });
+
+  await check("pushes dispatched together with the subscribe's reply are not lost", async () => {
+    // When c asks for the prefix's second page, b changes a record of the
+    // first: its push reaches c while the later pages load.
+    let pageAsked = null;
+    const onSend = (text) => { if (!pageAsked && text.includes('"after"')) pageAsked = b.set("burst/p/00000", { v: 1 }); };
+    const c = await open({ client: "checks-burst", WebSocket: bursting(WebSocket || globalThis.WebSocket, { onSend }) });
+    await b.set("burst/r", { v: 1 });
+    for (let batch = 0; batch < 11; batch += 1) {
+      const ops = [];
+      for (let i = 0; i < 1000; i += 1) ops.push({ op: "set", name: `burst/p/${String(batch * 1000 + i).padStart(5, "0")}`, data: { v: 0 } });
+      await b.write(ops);
+    }
+    // Sent right behind each subscribe on the same connection: the reply
+    // and the push arrive in one burst.
+    const record = c.record("burst/r");
+    const set = c.set("burst/r", { v: 2 });
+    const prefix = c.prefix("burst/p/");
+    const [one] = await Promise.all([set, record.ready, prefix.ready]);
+    await until("the record's push", () => record.seq >= one.seq);
+    assert(record.value.data.v === 2, JSON.stringify(record.value));
+    assert(pageAsked, "the prefix was read in pages");
+    const two = await pageAsked;
+    await until("the prefix's push", () => prefix.seq >= two.seq);
+    assert(prefix.value.size === 11000, `${prefix.value.size} records`);
+    assert(prefix.value.get("burst/p/00000").data.v === 1, JSON.stringify(prefix.value.get("burst/p/00000")));
+    await record.unsubscribe();
+    await prefix.unsubscribe();
   });
 
   await check("events reach topic subscribers", async () => {
