@@ -4,7 +4,7 @@
 # changes missed while offline, then `tally mirror run` timed until it has
 # converged (outbox empty, last seq = hub head, `tally verify` clean); in the
 # same invocation the pull alone and, as the baseline, a fresh snapshot of the
-# same data. Prints a Markdown table (figures in BENCHMARKS.md, "Reconcile").
+# same data. Prints a Markdown table (figures in BENCHMARKS.md, "Offline mirror reconcile").
 # Usage: scripts/bench-reconcile.sh [reconcile.py options: --entries N --missed N --jobs N …]
 #   TALLY_BENCH_SCRATCH=DIR  build directory (default .build)
 set -euo pipefail

@@ -29,7 +29,7 @@ public struct CoreConfiguration: Sendable {
     /// `too_many_subscriptions`. A subscription costs about 220 bytes (a
     /// path subscription on a shared record, measured), so a connection at
     /// the cap holds about 21 MiB; dropping 100,000 at a disconnect stalls
-    /// the core for about 20 ms (BENCHMARKS.md, "Hostile clients").
+    /// the core for about 20 ms (BENCHMARKS.md, "Memory under load", hostile clients).
     public var maxSubscriptionsPerConnection = 100_000
     /// Most WebSocket connections, hub-wide, that have not authenticated
     /// yet (a hub with users); more upgrades are refused with 503.

@@ -12,7 +12,7 @@ import CSQLite
 /// counted 3.0–3.9 writes (the flush included) and 0.1–0.5 discards per set
 /// on a growing WAL, and a steady 3.0 and none inside a presized one; hub
 /// CPU per delivered durable update fell by about a tenth (commit 2c2f288;
-/// BENCHMARKS.md, "What a durable update costs"). Once a checkpoint has
+/// BENCHMARKS.md, "Fan-out and durable updates"). Once a checkpoint has
 /// copied everything, the next writer starts the WAL over from its
 /// beginning and overwrites it without truncating it (sqlite.org/wal.html,
 /// "Checkpointing"), so a busy store reaches the cheap case on its own —
