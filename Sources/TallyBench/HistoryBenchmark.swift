@@ -165,6 +165,7 @@ public struct HistoryBenchmark: Sendable {
                                     ?? (silent ? "nothing was acknowledged within \(format(outcome.seconds, 2)) s" : nil))
                     if let start = cpuAtStart, let end = hub.cpuSeconds() { r.hubCPUSeconds = end - start }
                     log("  \(size) orders, \(measure.rawValue), \(count) connections: \(r.acknowledged) in \(format(r.seconds, 2)) s = \(format(r.rate, 0))/s"
+                        + (r.cpuPerOperation.map { ", hub CPU \(format($0, 1)) µs/op" } ?? "")
                         + (r.errors > 0 ? ", \(r.errors) errors (first: \(r.failure ?? "?"))" : ""))
                     return r
                 }

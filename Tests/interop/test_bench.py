@@ -232,6 +232,10 @@ def test_history_prints_a_rate_per_size_measure_and_connections_and_the_ratios()
     for measure, conns, small, large, ratio, target, met in ratios[1:]:
         assert abs(float(ratio[:-1]) - float(large) / float(small)) <= 0.01 + 0.01 * float(ratio[:-1]), ratios
         assert target == "≥ 0.8×" and met == ("yes" if float(ratio[:-1]) >= 0.8 else "no"), ratios
+    # The hub's CPU per operation, on stderr: each measure and connection count.
+    for measure in ("create", "advance", "addEntry"):
+        for conns in ("1", "5"):
+            assert f"hub CPU per op, {measure}, {conns} connections: " in result.err, result.err
 
 
 def test_history_json_and_a_refused_list_is_a_failed_row():
@@ -248,6 +252,7 @@ def test_history_json_and_a_refused_list_is_a_failed_row():
     assert list(rows) == [("create", 2), ("advance", 2), ("addEntry", 2)], doc
     for key in (("create", 2), ("advance", 2)):
         assert rows[key]["rate"] > 0 and rows[key]["failed"] is False and rows[key]["errors"] == 0, rows[key]
+        assert rows[key]["cpuMicrosPerOp"] > 0, rows[key]
         assert rows[key]["acknowledged"] > 0 and 0.3 <= rows[key]["seconds"] <= 0.6, rows[key]
     refused = rows[("addEntry", 2)]
     assert refused["failed"] is True and refused["rate"] == 0, refused
