@@ -29,6 +29,10 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"])]),
 
+        // The concurrency primitives every module shares: a lock at a stable
+        // address, a locked value box, a condition lock, a countdown latch and
+        // a mailbox, all on pthreads (which ThreadSanitizer understands).
+        .target(name: "TallyConcurrency", swiftSettings: strict),
         // Pure protocol code: incremental parsers and serializers, no I/O.
         .target(name: "TallyHTTP", swiftSettings: strict),
         // The sync protocol's values: JSON, record paths (sync engine issue).
@@ -71,6 +75,7 @@ let package = Package(
         .target(name: "TallyTestSupport", swiftSettings: strict),
         // A restartable hub in the test process, for the client and mirror tests.
         .target(name: "TallyHubTestSupport", dependencies: ["TallyServer", "TallyTestSupport"], swiftSettings: strict),
+        .testTarget(name: "TallyConcurrencyTests", dependencies: ["TallyConcurrency"]),
         .testTarget(name: "TallyHTTPTests", dependencies: ["TallyHTTP"]),
         .testTarget(name: "TallyProtocolTests", dependencies: ["TallyProtocol"]),
         .testTarget(name: "TallyEngineTests", dependencies: ["TallyEngine", "TallyProtocol"]),
