@@ -18,12 +18,12 @@ public enum HTTPAction: Sendable {
 /// Answers one deferred request. Safe to use from any thread; only the first
 /// answer counts, and an answer for a connection that closed is dropped.
 public final class HTTPResponder: Sendable {
-    private let connection: UncheckedBox<Connection>
+    private let connection: LoopBound<Connection>
     private let request: HTTPRequest
     private let answered = Atomic<Bool>(false)
 
     init(connection: Connection, request: HTTPRequest) {
-        self.connection = UncheckedBox(connection)
+        self.connection = LoopBound(connection, on: connection.loop)
         self.request = request
     }
 
@@ -36,9 +36,8 @@ public final class HTTPResponder: Sendable {
 
     public func respond(_ response: HTTPResponse) {
         guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let connection = connection
         let request = request
-        connection.value.loop.execute { connection.value.finishDeferred(response, to: request) }
+        connection.execute { $0.finishDeferred(response, to: request) }
     }
 }
 

@@ -177,8 +177,7 @@ final class Connection: EventSource {
         // Out of turns with decrypted bytes still inside OpenSSL: epoll will
         // not report them (the socket may be drained), so come back soon.
         if let tls, tls.hasBufferedPlaintext, phase != .closed {
-            let me = UncheckedBox(self)
-            loop.execute { me.value.readable() }
+            LoopBound(self, on: loop).execute { $0.readable() }
         }
     }
 
@@ -323,8 +322,7 @@ final class Connection: EventSource {
         readPaused = false
         setWriteInterest(false)
         guard !heldInput.isEmpty else { return }
-        let me = UncheckedBox(self)
-        loop.execute { me.value.processHeldInput() }
+        LoopBound(self, on: loop).execute { $0.processHeldInput() }
     }
 
     /// Half-closes after the last bytes went out, then waits for the peer's

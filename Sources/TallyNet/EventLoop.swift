@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import CLinuxShim
 import Synchronization
+import TallyConcurrency
 
 /// Something registered with an event loop for readiness on one descriptor.
 /// Confined to its loop's thread.
@@ -13,14 +14,17 @@ protocol EventSource: AnyObject {
 ///
 /// Everything a loop owns (its registrations, timers, connections, scratch
 /// buffers) is touched only on its own thread; other threads reach it only
-/// through `execute`, which appends to a `Mutex`-guarded mailbox and wakes the
-/// loop through an eventfd. That is why the class may be `@unchecked Sendable`:
-/// the only members other threads call are `execute`, `inEventLoop` and `id`.
+/// through `execute`, which appends to a `Mailbox` and wakes the loop through
+/// an eventfd. `@unchecked Sendable` because the only members other threads
+/// call are `execute`, `inEventLoop` and `id` (use `LoopBound` to carry the
+/// loop's objects across threads: it asserts the rule in debug builds).
 public final class EventLoop: @unchecked Sendable {
     public let id: Int
     let epfd: Int32
     private let wakeFD: Int32
-    private let mailbox = Locked<[@Sendable () -> Void]>([])
+    private let mailbox = Mailbox<@Sendable () -> Void>()
+    /// The tasks being run; swapped with the mailbox's array each drain.
+    private var draining: [@Sendable () -> Void] = []
     private let wakePending = Atomic<Bool>(false)
     /// The loop thread's pthread id (0 before it starts); atomic so other
     /// threads can ask `inEventLoop` without racing the start.
@@ -92,7 +96,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs `task` on the loop thread, soon. Safe from any thread.
     public func execute(_ task: @escaping @Sendable () -> Void) {
-        mailbox.withLock { $0.append(task) }
+        mailbox.post(task)
         // From the loop itself there is nobody to wake: the loop drains its
         // mailbox before it waits again (see `hasLocalWork`).
         if inEventLoop {
@@ -240,13 +244,10 @@ public final class EventLoop: @unchecked Sendable {
         // Drain everything: eventfd wake-ups coalesce, so one wake may stand for many posts.
         wakePending.store(false, ordering: .releasing)
         hasLocalWork = false
-        let tasks = mailbox.withLock { box -> [@Sendable () -> Void] in
-            if box.isEmpty { return [] }
-            let taken = box
-            box = []
-            return taken
-        }
-        for task in tasks { task() }
+        guard mailbox.takeAll(into: &draining) else { return }
+        for task in draining { task() }
+        // Let go of what the tasks captured now, not at the next drain.
+        draining.removeAll(keepingCapacity: true)
     }
 
     private func flushPending() {

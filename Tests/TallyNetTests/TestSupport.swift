@@ -2,6 +2,7 @@
 import Dispatch
 import Synchronization
 import Testing
+import TallyConcurrency
 import TallyTestSupport
 import TallyHTTP
 @testable import TallyNet
@@ -96,7 +97,7 @@ func eventually(timeoutMillis: Int = eventTimeout, _ condition: () -> Bool) -> B
 
 /// A thread-safe queue of events that a test thread waits on.
 final class EventLog<Event: Sendable>: Sendable {
-    private let events = Locked<[Event]>([])
+    private let events = LockedValueBox<[Event]>([])
     private let arrived = DispatchSemaphore(value: 0)
 
     func append(_ event: Event) {
@@ -244,7 +245,7 @@ func options(deflate: Bool = true, _ adjust: (inout WebSocketOptions) -> Void = 
 func negotiate(url: String, loop: EventLoop, subprotocols: [String],
                options: WebSocketOptions = WebSocketOptions()) -> Result<String?, ClientError> {
     let done = DispatchSemaphore(value: 0)
-    let outcome = Locked<Result<String?, ClientError>?>(nil)
+    let outcome = LockedValueBox<Result<String?, ClientError>?>(nil)
     WebSocketClient.connect(to: url, on: loop, options: options, subprotocols: subprotocols,
                             handler: { _ in RecordingHandler(log: nil, onMessage: { _, _, _ in }) }) { result in
         switch result {
