@@ -44,9 +44,11 @@ public final class EventLoop: @unchecked Sendable {
     /// The batch being flushed; swapped with `flushQueue` so neither array
     /// is reallocated per loop iteration.
     @exclusivity(unchecked) private var flushing: [Connection] = []
-    /// Monotonic milliseconds, read once per loop iteration (cheap timestamps
-    /// for activity tracking on the hot path).
-    private(set) var now: Int64 = Sys.monotonicMillis()
+    /// Where time comes from (the monotonic clock, or a test's manual one).
+    let clock: any LoopClock
+    /// The clock's milliseconds, read once per loop iteration (cheap
+    /// timestamps for activity tracking on the hot path).
+    private(set) var now: Int64
     /// Connections owned by this loop (for shutdown).
     var connectionCount = 0
     /// How often the timeout sweep runs on this loop (nil: not yet started).
@@ -63,9 +65,11 @@ public final class EventLoop: @unchecked Sendable {
     /// Loop-local counters, summed across loops by `NetMetrics`.
     let metrics: LoopMetrics
 
-    init(id: Int, metrics: LoopMetrics) throws(SystemError) {
+    init(id: Int, metrics: LoopMetrics, clock: any LoopClock = MonotonicClock()) throws(SystemError) {
         self.id = id
         self.metrics = metrics
+        self.clock = clock
+        self.now = clock.nowMillis()
         let ep = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard ep >= 0 else { throw SystemError("epoll_create1", errno: errno) }
         let ev = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
@@ -148,7 +152,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Calls `body` on the loop thread after `millis`. Returns an id for `cancelTimer`.
     @discardableResult
     func scheduleTimer(afterMillis millis: Int64, _ body: @escaping () -> Void) -> UInt64 {
-        timers.schedule(at: Sys.monotonicMillis() + millis, body)
+        timers.schedule(at: clock.nowMillis() + millis, body)
     }
 
     func cancelTimer(_ id: UInt64) { timers.cancel(id) }
@@ -201,9 +205,9 @@ public final class EventLoop: @unchecked Sendable {
         defer { events.deallocate() }
         while running {
             let timeout = hasLocalWork || !iterationEndHooks.isEmpty
-                ? 0 : timers.millisUntilNext(now: Sys.monotonicMillis())
+                ? 0 : clock.waitMillis(until: timers.nextDeadline, now: clock.nowMillis())
             let n = epoll_wait(epfd, events, Int32(maxEvents), timeout)
-            now = Sys.monotonicMillis()
+            now = clock.nowMillis()
             if n < 0 {
                 if errno == EINTR { continue }
                 break
@@ -285,9 +289,12 @@ struct TimerHeap {
     /// Cancelling a timer that already ran (or an unknown id) does nothing.
     mutating func cancel(_ id: UInt64) { pending.remove(id) }
 
+    /// When the earliest timer is due (cancelled ones included: waking for
+    /// one costs a loop iteration, not a wrong answer).
+    var nextDeadline: Int64? { heap.first?.deadline }
+
     func millisUntilNext(now: Int64) -> Int32 {
-        guard let first = heap.first else { return -1 }
-        return Int32(clamping: max(0, first.deadline - now))
+        MonotonicClock().waitMillis(until: nextDeadline, now: now)
     }
 
     /// The next due timer's body, or nil when none is due.

@@ -42,7 +42,7 @@ public final class Server: Sendable {
         // The hub never wants SIGPIPE: a peer that vanished is an error value.
         signal(SIGPIPE, SIG_IGN)
         do {
-            group = try EventLoopGroup(threads: configuration.threads)
+            group = try EventLoopGroup(threads: configuration.threads, clock: configuration.clock)
         } catch {
             Sys.close(fd)
             throw error
