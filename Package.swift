@@ -42,7 +42,8 @@ let package = Package(
         .target(name: "TallyWebSocket", dependencies: ["COpenSSL", "CZlib"], swiftSettings: strict),
         // TLS sessions over OpenSSL; no event loop knowledge.
         .target(name: "TallyTLS", dependencies: ["COpenSSL"], swiftSettings: strict),
-        // Event loops, sockets, connections, WebSocket server and client.
+        // Event loops (time from an injectable LoopClock), sockets, connections and
+        // their timeout state machine, WebSocket server and client.
         .target(name: "TallyNet",
                 dependencies: ["CLinuxShim", "TallyConcurrency", "TallyHTTP", "TallyWebSocket", "TallyTLS"],
                 swiftSettings: strict),
