@@ -68,15 +68,7 @@ final class LockStorage<Value>: ManagedBuffer<Value, pthread_mutex_t> {
     /// Runs `body` on the value with the mutex held.
     @inlinable
     func withLockedValue<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        try withUnsafeMutablePointers { value, mutex in
-            let rc = pthread_mutex_lock(mutex)
-            assert(rc == 0, "pthread_mutex_lock failed: \(rc)")
-            defer {
-                let rc = pthread_mutex_unlock(mutex)
-                assert(rc == 0, "pthread_mutex_unlock failed: \(rc)")
-            }
-            return try body(&value.pointee)
-        }
+        try withLockedPointers { value, _ in try body(&value.pointee) }
     }
 
     /// Runs `body` with the value and the mutex, with the mutex held: for
