@@ -113,7 +113,8 @@ public struct SharedFrame: Sendable {
 }
 
 /// The application's face of one WebSocket connection. Use it on its loop
-/// thread (`loop.execute` from others).
+/// thread (`loop.execute` from others, or carry it in a `LoopBound`); debug
+/// builds assert this in `send` and `close`.
 public final class WebSocket {
     /// Strong while open; dropped at close so the pair does not keep itself alive.
     private var connection: Connection?
@@ -135,6 +136,7 @@ public final class WebSocket {
     /// just closed as a slow consumer.
     @discardableResult
     public func send(_ kind: WebSocketMessageKind, _ payload: [UInt8]) -> Bool {
+        assertOnLoop()
         guard let connection else { return false }
         return connection.sendMessage(kind, payload)
     }
@@ -146,6 +148,7 @@ public final class WebSocket {
     /// Queues a frame built once for many connections.
     @discardableResult
     public func send(_ frame: SharedFrame) -> Bool {
+        assertOnLoop()
         guard let connection else { return false }
         return connection.sendShared(frame)
     }
@@ -153,13 +156,21 @@ public final class WebSocket {
     /// Queues a message split into fragments of `fragmentSize` bytes.
     @discardableResult
     public func send(_ kind: WebSocketMessageKind, _ payload: [UInt8], fragmentSize: Int) -> Bool {
+        assertOnLoop()
         guard let connection else { return false }
         return connection.sendFragmented(kind, payload, fragmentSize: fragmentSize)
     }
 
     /// Starts the close handshake.
     public func close(_ code: WebSocketCloseCode = .normal, reason: String = "") {
+        assertOnLoop()
         connection?.startClose(code, reason: reason)
+    }
+
+    /// Debug builds only: the caller runs on this socket's loop thread.
+    @inline(__always)
+    private func assertOnLoop() {
+        assert(loop.inEventLoop, "WebSocket used off its loop's thread (loop \(loop.id))")
     }
 
     /// Bytes queued and not yet written (for flow control by producers).
