@@ -29,6 +29,10 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"])]),
 
+        // The concurrency primitives every module shares: a lock at a stable
+        // address, a locked value box, a condition lock, a countdown latch and
+        // a mailbox, all on pthreads (which ThreadSanitizer understands).
+        .target(name: "TallyConcurrency", swiftSettings: strict),
         // Pure protocol code: incremental parsers and serializers, no I/O.
         .target(name: "TallyHTTP", swiftSettings: strict),
         // The sync protocol's values: JSON, record paths (sync engine issue).
@@ -38,25 +42,27 @@ let package = Package(
         .target(name: "TallyWebSocket", dependencies: ["COpenSSL", "CZlib"], swiftSettings: strict),
         // TLS sessions over OpenSSL; no event loop knowledge.
         .target(name: "TallyTLS", dependencies: ["COpenSSL"], swiftSettings: strict),
-        // Event loops, sockets, connections, WebSocket server and client.
+        // Event loops (time from an injectable LoopClock), sockets, connections and
+        // their timeout state machine, WebSocket server and client.
         .target(name: "TallyNet",
-                dependencies: ["CLinuxShim", "TallyHTTP", "TallyWebSocket", "TallyTLS"],
+                dependencies: ["CLinuxShim", "TallyConcurrency", "TallyHTTP", "TallyWebSocket", "TallyTLS"],
                 swiftSettings: strict),
         // The hub: configuration, routes, metrics.
         // Durable storage: SQLite (WAL, group commit) and an in-memory twin.
-        .target(name: "TallyStore", dependencies: ["CSQLite", "TallyProtocol"], swiftSettings: strict),
+        .target(name: "TallyStore", dependencies: ["CSQLite", "TallyConcurrency", "TallyProtocol"],
+                swiftSettings: strict),
         // The SQLite connection the CLI's own files share (the mirror's store,
         // the intake outbox): WAL + synchronous=FULL, transactions, typed errors.
         .target(name: "TallySQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // One process per data directory or mirror store: an exclusive lock file naming its holder.
         .target(name: "TallyFileLock", swiftSettings: strict),
-        .target(name: "TallyServer", dependencies: ["TallyNet", "TallyEngine", "TallyProtocol", "TallyStore",
+        .target(name: "TallyServer", dependencies: ["TallyConcurrency", "TallyNet", "TallyEngine", "TallyProtocol", "TallyStore",
                                                     "TallyFileLock", "COpenSSL", "CZlib"],
                 swiftSettings: strict),
         // Load generators behind `tally bench`.
-        .target(name: "TallyBench", dependencies: ["TallyNet", "TallyTLS"], swiftSettings: strict),
+        .target(name: "TallyBench", dependencies: ["TallyConcurrency", "TallyNet", "TallyTLS"], swiftSettings: strict),
         // The Swift client library: requests, reconnect with resume, observation.
-        .target(name: "TallyClient", dependencies: ["TallyNet", "TallyProtocol", "TallyWebSocket", "TallyTLS"],
+        .target(name: "TallyClient", dependencies: ["TallyConcurrency", "TallyNet", "TallyProtocol", "TallyWebSocket", "TallyTLS"],
                 swiftSettings: strict),
         // The offline mirror behind `tally mirror`: local SQLite store, outbox, merge.
         .target(name: "TallyMirror", dependencies: ["TallyClient", "TallyProtocol", "TallySQLite", "TallyFileLock"],
@@ -71,21 +77,23 @@ let package = Package(
         .target(name: "TallyTestSupport", swiftSettings: strict),
         // A restartable hub in the test process, for the client and mirror tests.
         .target(name: "TallyHubTestSupport", dependencies: ["TallyServer", "TallyTestSupport"], swiftSettings: strict),
+        .testTarget(name: "TallyConcurrencyTests", dependencies: ["TallyConcurrency"]),
         .testTarget(name: "TallyHTTPTests", dependencies: ["TallyHTTP"]),
         .testTarget(name: "TallyProtocolTests", dependencies: ["TallyProtocol"]),
         .testTarget(name: "TallyEngineTests", dependencies: ["TallyEngine", "TallyProtocol"]),
         .testTarget(name: "TallyServerTests",
-                    dependencies: ["TallyServer", "TallyStore", "TallyNet", "TallyProtocol", "TallyTestSupport",
+                    dependencies: ["TallyConcurrency", "TallyServer", "TallyStore", "TallyNet", "TallyProtocol", "TallyTestSupport",
                                    "TallyHubTestSupport", "TallyFileLock"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
-        .testTarget(name: "TallyStoreTests", dependencies: ["TallyStore", "TallyTestSupport"]),
-        .testTarget(name: "TallyNetTests", dependencies: ["TallyNet", "TallyServer", "TallyTestSupport"]),
+        .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallyTestSupport"]),
+        .testTarget(name: "TallyNetTests",
+                    dependencies: ["TallyConcurrency", "TallyNet", "TallyServer", "TallyTestSupport"]),
         .testTarget(name: "TallyClientTests",
-                    dependencies: ["TallyClient", "TallyServer", "TallyNet", "TallyProtocol", "TallyTestSupport",
-                                   "TallyHubTestSupport"]),
+                    dependencies: ["TallyConcurrency", "TallyClient", "TallyServer", "TallyNet", "TallyProtocol",
+                                   "TallyTestSupport", "TallyHubTestSupport"]),
         .testTarget(name: "TallyMirrorTests",
-                    dependencies: ["TallyMirror", "TallyClient", "TallyServer", "TallyProtocol", "TallyTestSupport",
-                                   "TallyHubTestSupport"]),
+                    dependencies: ["TallyConcurrency", "TallyMirror", "TallyClient", "TallyServer", "TallyProtocol",
+                                   "TallyTestSupport", "TallyHubTestSupport"]),
     ]
 )

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Dispatch
+import TallyConcurrency
 import TallyNet
 
 /// Monotonic nanoseconds.
@@ -82,9 +83,14 @@ public func format(_ value: Double, _ digits: Int = 1) -> String {
     return text
 }
 
-/// Carries a loop-confined object (a socket, a handler) to other threads,
-/// which only hand it back to its loop with `execute`.
-struct LoopBound<T>: @unchecked Sendable {
+/// Carries an object made on one thread to a loop that uses it from then on,
+/// while the maker reads it again only after the loop's work is over (a
+/// benchmark phase's jobs: made on the main thread, run on the loops, their
+/// tallies read once every connection stopped).
+///
+/// `@unchecked Sendable`: never touched by two threads at once, by the
+/// protocol above (the phase's end is an acquiring load of its counters).
+struct Handoff<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
 }
@@ -97,20 +103,20 @@ func openConnections(
     subprotocols: [String] = [], makeHandler: @escaping @Sendable (Int, WebSocket) -> any WebSocketHandler
 ) -> (sockets: [LoopBound<WebSocket>], failed: Int, firstError: ClientError?) {
     let slots = DispatchSemaphore(value: concurrency)
-    let finished = DispatchGroupCounter(count: count)
-    let tally = Locked<(sockets: [LoopBound<WebSocket>], failed: Int, firstError: ClientError?)>(([], 0, nil))
+    let finished = CountdownLatch(count: count)
+    let tally = LockedValueBox<(sockets: [LoopBound<WebSocket>], failed: Int, firstError: ClientError?)>(([], 0, nil))
     for index in 0..<count {
         slots.wait()
         WebSocketClient.connect(to: url, on: group.next(), options: options, subprotocols: subprotocols,
                                 handler: { socket in makeHandler(index, socket) }) { result in
             tally.withLock { t in
                 switch result {
-                case .success(let socket): t.sockets.append(LoopBound(socket))
+                case .success(let socket): t.sockets.append(LoopBound(socket, on: socket.loop))
                 case .failure(let error): t.failed += 1; if t.firstError == nil { t.firstError = error }
                 }
             }
             slots.signal()
-            finished.leave()
+            finished.countDown()
         }
     }
     finished.wait()

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Dispatch
 import Synchronization
+import TallyConcurrency
 import TallyNet
 import TallyWebSocket
 
@@ -159,7 +160,7 @@ public struct BrokerStartupBenchmark: Sendable {
         }
         let seconds = Double(nanos() - start) / 1e9
         let cpu = (filler.cpuSeconds() ?? cpuBefore) - cpuBefore
-        for socket in opened.sockets { socket.value.loop.execute { socket.value.close() } }
+        for socket in opened.sockets { socket.execute { $0.close() } }
         if let error = state.firstError.withLock({ $0 }) {
             filler.terminate()
             throw .subscribe("a fill batch failed: \(error)")
@@ -199,7 +200,7 @@ public struct BrokerStartupBenchmark: Sendable {
         let nextBatch = Atomic<Int>(0)
         let written = Atomic<Int>(0)
         let finished = Atomic<Int>(0)
-        let firstError = Locked<String?>(nil)
+        let firstError = LockedValueBox<String?>(nil)
         init(total: Int, batch: Int) {
             self.total = total
             self.batch = batch

@@ -1,5 +1,6 @@
 import Dispatch
 import Synchronization
+import TallyConcurrency
 import TallyNet
 import TallyTLS
 import TallyWebSocket
@@ -65,8 +66,8 @@ public struct ConnectionsBenchmark: Sendable {
     private func openBatch(group: EventLoopGroup, count: Int, progress: @escaping @Sendable (Int) -> Void)
         throws(ClientError) -> (opened: Int, failed: Int) {
         let slots = DispatchSemaphore(value: concurrency)
-        let finished = DispatchGroupCounter(count: count)
-        let tally = Locked<(opened: Int, failed: Int, firstError: ClientError?)>((0, 0, nil))
+        let finished = CountdownLatch(count: count)
+        let tally = LockedValueBox<(opened: Int, failed: Int, firstError: ClientError?)>((0, 0, nil))
         for _ in 0..<count {
             slots.wait()
             WebSocketClient.connect(to: url, on: group.next(), options: options, tls: tls, subprotocols: subprotocols,
@@ -80,7 +81,7 @@ public struct ConnectionsBenchmark: Sendable {
                 }
                 if opened % 1000 == 0 { progress(opened) }
                 slots.signal()
-                finished.leave()
+                finished.countDown()
             }
         }
         finished.wait()

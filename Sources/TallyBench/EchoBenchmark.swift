@@ -1,5 +1,6 @@
 import Dispatch
 import Synchronization
+import TallyConcurrency
 import TallyNet
 import TallyTLS
 import TallyWebSocket
@@ -23,9 +24,9 @@ public struct EchoBenchmark: Sendable {
     }
 
     public func run(group: EventLoopGroup) throws(ClientError) -> Result {
-        let done = DispatchGroupCounter(count: connections)
-        let samples = Locked<[UInt64]>([])
-        let failure = Locked<ClientError?>(nil)
+        let done = CountdownLatch(count: connections)
+        let samples = LockedValueBox<[UInt64]>([])
+        let failure = LockedValueBox<ClientError?>(nil)
         let payload = EchoCheck.payload(kind: .binary, size: size)
         let count = messagesPerConnection
         let start = nanos()
@@ -33,12 +34,12 @@ public struct EchoBenchmark: Sendable {
             WebSocketClient.connect(to: url, on: group.next(), options: options, tls: tls, handler: { _ in
                 PingPong(payload: payload, count: count) { latencies in
                     samples.withLock { $0.append(contentsOf: latencies) }
-                    done.leave()
+                    done.countDown()
                 }
             }) { result in
                 if case .failure(let error) = result {
                     failure.withLock { $0 = error }
-                    done.leave()
+                    done.countDown()
                 }
             }
         }
@@ -91,10 +92,3 @@ public struct EchoBenchmark: Sendable {
     }
 }
 
-/// Counts down from another thread; `wait` blocks until zero.
-final class DispatchGroupCounter: Sendable {
-    private let group = DispatchGroup()
-    init(count: Int) { for _ in 0..<count { group.enter() } }
-    func leave() { group.leave() }
-    func wait() { group.wait() }
-}

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Dispatch
 import Synchronization
+import TallyConcurrency
 import TallyNet
 import TallyWebSocket
 
@@ -151,15 +152,15 @@ public struct FanoutBenchmark: Sendable {
         }
 
         // The publisher, on its own loop so its timestamps are not delayed by the subscribers' work.
-        let publisherBox = Locked<FanoutPublisher?>(nil)
+        let publisherBox = LockedValueBox<LoopBound<FanoutPublisher>?>(nil)
         let publisherState = FanoutPublisher.Shared()
         let pub = openConnections(count: 1, url: process.url, group: publisherGroup, options: options,
-                                  subprotocols: subprotocols) { _, _ in
+                                  subprotocols: subprotocols) { _, socket in
             let publisher = FanoutPublisher(broker: broker, mode: mode, subscribers: subscribers, shared: publisherState)
-            publisherBox.withLock { $0 = publisher }
+            publisherBox.withLock { $0 = LoopBound(publisher, on: socket.loop) }
             return publisher
         }
-        guard let publisherSocket = pub.sockets.first, let publisher = publisherBox.withLock({ $0 }).map(LoopBound.init) else {
+        guard let publisherSocket = pub.sockets.first, let publisher = publisherBox.withLock({ $0 }) else {
             throw .connect("publisher: \(pub.firstError.map { "\($0)" } ?? "?")")
         }
         guard waitUntil(seconds: 10, { publisherState.ready.load(ordering: .acquiring) }) else {
@@ -176,7 +177,7 @@ public struct FanoutBenchmark: Sendable {
         let expected = mode == .recordPerSub ? updates : updates * subscribers
         log("publishing \(updates) updates at \(rate)/s to \(subscribers) subscribers (\(mode.rawValue))")
         let interval = 1e9 / Double(rate)
-        let loop = publisherSocket.value.loop
+        let loop = publisherSocket.loop
         let cpuBefore = process.cpuSeconds() ?? 0
         let start = nanos() + 1_000_000
         for i in 0..<updates {
@@ -192,8 +193,8 @@ public struct FanoutBenchmark: Sendable {
         // After the deadline everything that arrives counts as late; close and collect.
         if nanos() < deadline { state.deadline.store(nanos(), ordering: .relaxed) }
         let delivered = state.delivered.load(ordering: .relaxed)
-        for socket in opened.sockets { socket.value.loop.execute { socket.value.close() } }
-        publisherSocket.value.loop.execute { publisherSocket.value.close() }
+        for socket in opened.sockets { socket.execute { $0.close() } }
+        publisherSocket.execute { $0.close() }
         _ = waitUntil(seconds: 10) { state.closed.load(ordering: .relaxed) >= opened.sockets.count }
         let samples = state.latencies.withLock { $0 }
         return Result(broker: broker, mode: mode, subscribers: subscribers, rate: rate, updates: updates,
@@ -232,8 +233,8 @@ final class FanoutState: Sendable {
     let dropped = Atomic<Int>(0)
     /// Messages arriving after this monotonic time are late (lost).
     let deadline = Atomic<UInt64>(UInt64.max)
-    let latencies = Locked<[[UInt64]]>([])
-    let firstError = Locked<String?>(nil)
+    let latencies = LockedValueBox<[[UInt64]]>([])
+    let firstError = LockedValueBox<String?>(nil)
 }
 
 /// One subscriber connection, on its loop thread.

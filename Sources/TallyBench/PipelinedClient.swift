@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Synchronization
+import TallyConcurrency
 import TallyNet
 import TallyWebSocket
 
@@ -24,7 +25,7 @@ final class PhaseCounters: Sendable {
     let stopped = Atomic<Int>(0)
     /// Monotonic nanoseconds when the last connection to stop did so.
     let lastStop = Atomic<UInt64>(0)
-    let firstError = Locked<String?>(nil)
+    let firstError = LockedValueBox<String?>(nil)
     let end: UInt64
 
     init(end: UInt64) { self.end = end }
@@ -125,7 +126,7 @@ final class PipelinedClient: WebSocketHandler {
 
 /// A set of open pipelined connections to one hub, and the running of a
 /// phase on them.
-final class ClientPool: @unchecked Sendable {
+final class ClientPool: Sendable {
     let clients: [(LoopBound<PipelinedClient>, EventLoop)]
 
     private init(clients: [(LoopBound<PipelinedClient>, EventLoop)]) { self.clients = clients }
@@ -133,14 +134,14 @@ final class ClientPool: @unchecked Sendable {
     static func open(count: Int, url: String, group: EventLoopGroup) throws(FanoutBenchmark.Failure) -> ClientPool {
         var options = WebSocketOptions()
         options.deflate.enabled = false
-        let made = Locked<[(Int, LoopBound<PipelinedClient>, EventLoop)]>([])
+        let made = LockedValueBox<[(Int, LoopBound<PipelinedClient>, EventLoop)]>([])
         let opened = openConnections(count: count, url: url, group: group, options: options) { index, socket in
             let client = PipelinedClient(socket: socket)
-            made.withLock { $0.append((index, LoopBound(client), socket.loop)) }
+            made.withLock { $0.append((index, LoopBound(client, on: socket.loop), socket.loop)) }
             return client
         }
         guard opened.failed == 0 else {
-            for socket in opened.sockets { socket.value.loop.execute { socket.value.close() } }
+            for socket in opened.sockets { socket.execute { $0.close() } }
             throw .connect("\(opened.failed) of \(count) connections failed: \(opened.firstError.map { "\($0)" } ?? "?")")
         }
         let clients = made.withLock { $0 }.sorted { $0.0 < $1.0 }.map { ($0.1, $0.2) }
@@ -164,7 +165,7 @@ final class ClientPool: @unchecked Sendable {
         let start = nanos()
         let counters = PhaseCounters(end: seconds.map { start + UInt64($0 * 1e9) } ?? .max)
         for (index, (client, loop)) in clients.enumerated() {
-            let job = LoopBound(makeJob(index))
+            let job = Handoff(makeJob(index))
             loop.execute { client.value.start(job.value, window: window, counters: counters) }
         }
         while counters.stopped.load(ordering: .acquiring) < clients.count {

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Dispatch
+import TallyConcurrency
 import TallyNet
 import TallyWebSocket
 
@@ -218,7 +219,7 @@ public struct SoakBenchmark: Sendable {
                 for client in clients[loop.id].reconnecting { client.socket?.close() }
             }
         }
-        for socket in opened.sockets { socket.value.loop.execute { socket.value.close() } }
+        for socket in opened.sockets { socket.execute { $0.close() } }
         let connections = subscribers + writerCount + group.loops.reduce(0) { sum, loop in
             sum + onLoop(loop) { clients[loop.id].reconnecting.filter { $0.socket != nil }.count }
         }
@@ -271,7 +272,7 @@ public struct SoakBenchmark: Sendable {
 /// Runs `body` on `loop`'s thread and waits for its result.
 func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable () -> T) -> T {
     let done = DispatchSemaphore(value: 0)
-    let box = Locked<T?>(nil)
+    let box = LockedValueBox<T?>(nil)
     loop.execute {
         let value = body()
         box.withLock { $0 = value }

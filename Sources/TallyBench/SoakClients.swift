@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Synchronization
+import TallyConcurrency
 import TallyNet
 import TallyWebSocket
 
@@ -93,8 +94,8 @@ final class SoakShared: Sendable {
     let closing = Atomic<Bool>(false)
     let closed = Atomic<Int>(0)
     /// The seq of every acknowledged write group, per stream.
-    let streams = Locked<[SoakStream: [Int64]]>([:])
-    let problems = Locked<SoakProblems>(SoakProblems())
+    let streams = LockedValueBox<[SoakStream: [Int64]]>([:])
+    let problems = LockedValueBox<SoakProblems>(SoakProblems())
 
     func fail(_ kind: String, _ detail: String) {
         problems.withLock { $0.add(kind, detail) }
@@ -358,7 +359,7 @@ final class SoakReconnectingClient {
 
     /// Opens a connection (loop thread).
     func connect() {
-        let me = LoopBound(self)
+        let me = LoopBound(self, on: loop)
         let shared = subscription.shared
         WebSocketClient.connect(to: url, on: loop, options: options, handler: { _ in
             SoakConnection(subscription: me.value.subscription, client: me.value)

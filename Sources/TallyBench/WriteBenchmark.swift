@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Dispatch
 import Synchronization
+import TallyConcurrency
 import TallyNet
 import TallyWebSocket
 
@@ -59,7 +60,7 @@ public struct WriteBenchmark: Sendable {
         let opened = openConnections(count: writers, url: process.url, group: group, options: options) { index, socket in
             let writer = Writer(index: index, state: state, records: records, namesPerWriter: namesPerWriter,
                                 socket: socket)
-            state.writers.withLock { $0.append((LoopBound(writer), socket.loop)) }
+            state.writers.withLock { $0.append((LoopBound(writer, on: socket.loop), socket.loop)) }
             return writer
         }
         if opened.failed > 0 {
@@ -80,7 +81,7 @@ public struct WriteBenchmark: Sendable {
         let metricsAfter = httpGet(port: process.port, path: "/metrics")
         // Writes in flight at the end are answered but not counted.
         _ = waitUntil(seconds: 10) { state.finished.load(ordering: .relaxed) >= opened.sockets.count }
-        for socket in opened.sockets { socket.value.loop.execute { socket.value.close() } }
+        for socket in opened.sockets { socket.execute { $0.close() } }
         _ = waitUntil(seconds: 10) { state.closed.load(ordering: .relaxed) >= opened.sockets.count }
         if let error = state.firstError.withLock({ $0 }) { log("first error reply: \(error)") }
 
@@ -105,9 +106,9 @@ public struct WriteBenchmark: Sendable {
         let errors = Atomic<Int>(0)
         let finished = Atomic<Int>(0)
         let closed = Atomic<Int>(0)
-        let latencies = Locked<[[UInt64]]>([])
-        let firstError = Locked<String?>(nil)
-        let writers = Locked<[(LoopBound<Writer>, EventLoop)]>([])
+        let latencies = LockedValueBox<[[UInt64]]>([])
+        let firstError = LockedValueBox<String?>(nil)
+        let writers = LockedValueBox<[(LoopBound<Writer>, EventLoop)]>([])
     }
 
     /// One writer: a closed loop on its connection's loop thread.

@@ -108,7 +108,7 @@ final class ClientCore: @unchecked Sendable {
         ws.maxMessageSize = options.maxMessageSize
         ws.pingIntervalMillis = options.pingIntervalMillis
         ws.idleTimeoutMillis = options.idleTimeoutMillis
-        // The handshake may take twice the close timeout (Connection.sweep).
+        // The handshake may take twice the close timeout (ConnectionStateMachine).
         ws.closeTimeoutMillis = max(500, options.connectTimeoutMillis / 2)
         ws.maxOutboundBytes = options.maxOutboundBytes
         let (url, loop, tls, queue, socketOptions, core) = (self.url, self.loop, options.tls, self.queue, ws, self)

@@ -1,21 +1,24 @@
 import Dispatch
+import TallyConcurrency
 import TallyNet
 import TallyWebSocket
 
 /// A loop-confined WebSocket carried to the client's queue; only ever
-/// touched again on its loop (`loop.execute`).
-struct SocketBox: @unchecked Sendable {
-    let socket: WebSocket
+/// touched again on its loop (`LoopBound` asserts it in debug builds).
+struct SocketBox: Sendable {
+    private let bound: LoopBound<WebSocket>
+
+    /// On the socket's loop thread.
+    init(socket: WebSocket) {
+        bound = LoopBound(socket, on: socket.loop)
+    }
 
     func send(_ bytes: [UInt8]) {
-        let socket = self.socket
-        let box = SocketBox(socket: socket)
-        socket.loop.execute { box.socket.send(.text, bytes) }
+        bound.execute { $0.send(.text, bytes) }
     }
 
     func close() {
-        let box = self
-        socket.loop.execute { box.socket.close(.normal, reason: "") }
+        bound.execute { $0.close(.normal, reason: "") }
     }
 }
 
@@ -30,7 +33,7 @@ enum InboxItem: Sendable {
 /// task, so a flood of pushes becomes a few batches instead of one task
 /// (and one store transaction downstream) per message.
 final class Inbox: Sendable {
-    private let pending = Locked<(items: [InboxItem], scheduled: Bool)>(([], false))
+    private let pending = Mailbox<InboxItem>()
     private let queue: DispatchQueue
     private let drain: @Sendable ([InboxItem]) -> Void
 
@@ -40,20 +43,12 @@ final class Inbox: Sendable {
     }
 
     func post(_ item: InboxItem) {
-        let schedule = pending.withLock { state -> Bool in
-            state.items.append(item)
-            if state.scheduled { return false }
-            state.scheduled = true
-            return true
-        }
-        guard schedule else { return }
+        // The first item after a drain schedules the next one; later items
+        // ride along with it.
+        guard pending.post(item) else { return }
         queue.async { [self] in
-            let items = pending.withLock { state -> [InboxItem] in
-                let items = state.items
-                state.items = []
-                state.scheduled = false
-                return items
-            }
+            var items: [InboxItem] = []
+            guard pending.takeAll(into: &items) else { return }
             drain(items)
         }
     }

@@ -18,12 +18,12 @@ public enum HTTPAction: Sendable {
 /// Answers one deferred request. Safe to use from any thread; only the first
 /// answer counts, and an answer for a connection that closed is dropped.
 public final class HTTPResponder: Sendable {
-    private let connection: UncheckedBox<Connection>
+    private let connection: LoopBound<Connection>
     private let request: HTTPRequest
     private let answered = Atomic<Bool>(false)
 
     init(connection: Connection, request: HTTPRequest) {
-        self.connection = UncheckedBox(connection)
+        self.connection = LoopBound(connection, on: connection.loop)
         self.request = request
     }
 
@@ -36,9 +36,8 @@ public final class HTTPResponder: Sendable {
 
     public func respond(_ response: HTTPResponse) {
         guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let connection = connection
         let request = request
-        connection.value.loop.execute { connection.value.finishDeferred(response, to: request) }
+        connection.execute { $0.finishDeferred(response, to: request) }
     }
 }
 
@@ -114,7 +113,8 @@ public struct SharedFrame: Sendable {
 }
 
 /// The application's face of one WebSocket connection. Use it on its loop
-/// thread (`loop.execute` from others).
+/// thread (`loop.execute` from others, or carry it in a `LoopBound`); debug
+/// builds assert this in `send` and `close`.
 public final class WebSocket {
     /// Strong while open; dropped at close so the pair does not keep itself alive.
     private var connection: Connection?
@@ -136,6 +136,7 @@ public final class WebSocket {
     /// just closed as a slow consumer.
     @discardableResult
     public func send(_ kind: WebSocketMessageKind, _ payload: [UInt8]) -> Bool {
+        assertOnLoop()
         guard let connection else { return false }
         return connection.sendMessage(kind, payload)
     }
@@ -147,6 +148,7 @@ public final class WebSocket {
     /// Queues a frame built once for many connections.
     @discardableResult
     public func send(_ frame: SharedFrame) -> Bool {
+        assertOnLoop()
         guard let connection else { return false }
         return connection.sendShared(frame)
     }
@@ -154,13 +156,21 @@ public final class WebSocket {
     /// Queues a message split into fragments of `fragmentSize` bytes.
     @discardableResult
     public func send(_ kind: WebSocketMessageKind, _ payload: [UInt8], fragmentSize: Int) -> Bool {
+        assertOnLoop()
         guard let connection else { return false }
         return connection.sendFragmented(kind, payload, fragmentSize: fragmentSize)
     }
 
     /// Starts the close handshake.
     public func close(_ code: WebSocketCloseCode = .normal, reason: String = "") {
+        assertOnLoop()
         connection?.startClose(code, reason: reason)
+    }
+
+    /// Debug builds only: the caller runs on this socket's loop thread.
+    @inline(__always)
+    private func assertOnLoop() {
+        assert(loop.inEventLoop, "WebSocket used off its loop's thread (loop \(loop.id))")
     }
 
     /// Bytes queued and not yet written (for flow control by producers).

@@ -1,6 +1,4 @@
-import Dispatch
-import Synchronization
-
+import TallyConcurrency
 import TallyTLS
 import TallyWebSocket
 
@@ -12,44 +10,40 @@ public final class BlockingWebSocket: Sendable {
         case closed(WebSocketCloseCode, String)
     }
 
-    private let mailbox = Mailbox()
-    private let socket: SocketRef
+    private let mailbox = Events()
+    private let socket: LoopBound<WebSocket>
     public let loop: EventLoop
+    /// The negotiated permessage-deflate parameters, if any.
+    public let deflate: PerMessageDeflateParameters?
 
     /// Connects and waits for the handshake (or its failure).
     public init(url: String, loop: EventLoop, options: WebSocketOptions = WebSocketOptions(),
                 tls: TLSContext? = nil, subprotocols: [String] = [], headers: [(String, String)] = [],
                 timeoutMillis: Int = 10_000) throws(ClientError) {
         self.loop = loop
-        let done = DispatchSemaphore(value: 0)
-        let outcome = Locked<Result<SocketRef, ClientError>?>(nil)
+        let outcome = ConditionLock<Result<(LoopBound<WebSocket>, PerMessageDeflateParameters?), ClientError>?>(nil)
         let mailbox = self.mailbox
         WebSocketClient.connect(to: url, on: loop, options: options, tls: tls, subprotocols: subprotocols,
                                 headers: headers, handler: { _ in Sink(mailbox: mailbox) }) { result in
-            outcome.withLock { $0 = result.map { SocketRef(socket: $0) } }
-            done.signal()
+            outcome.withLock { $0 = result.map { (LoopBound($0, on: loop), $0.deflate) } }
+            outcome.signal()
         }
-        if done.wait(timeout: .now() + .milliseconds(timeoutMillis)) == .timedOut {
-            throw .handshake("no answer within \(timeoutMillis) ms")
-        }
-        switch outcome.withLock({ $0 }) {
-        case .success(let ref): socket = ref
+        switch outcome.wait(timeoutMillis: timeoutMillis, until: { $0 }) {
+        case .success(let (socket, deflate)):
+            self.socket = socket
+            self.deflate = deflate
         case .failure(let error): throw error
-        case nil: throw .handshake("no answer")
+        case nil: throw .handshake("no answer within \(timeoutMillis) ms")
         }
     }
 
     /// Sends one message (optionally fragmented).
     public func send(_ kind: WebSocketMessageKind, _ payload: [UInt8], fragmentSize: Int? = nil) {
-        let ref = socket
-        loop.execute {
-            if let fragmentSize { ref.socket.send(kind, payload, fragmentSize: fragmentSize) }
-            else { ref.socket.send(kind, payload) }
+        socket.execute { socket in
+            if let fragmentSize { socket.send(kind, payload, fragmentSize: fragmentSize) }
+            else { socket.send(kind, payload) }
         }
     }
-
-    /// The negotiated permessage-deflate parameters, if any.
-    public var deflate: PerMessageDeflateParameters? { socket.deflate }
 
     /// The next event, or nil after `timeoutMillis`.
     public func receive(timeoutMillis: Int = 10_000) -> Event? {
@@ -57,34 +51,25 @@ public final class BlockingWebSocket: Sendable {
     }
 
     public func close(_ code: WebSocketCloseCode = .normal, reason: String = "") {
-        let ref = socket
-        loop.execute { ref.socket.close(code, reason: reason) }
+        socket.execute { $0.close(code, reason: reason) }
     }
 
-    /// The loop-confined socket, carried across threads but only touched on its loop.
-    struct SocketRef: @unchecked Sendable {
-        let socket: WebSocket
-        let deflate: PerMessageDeflateParameters?
-        init(socket: WebSocket) { self.socket = socket; self.deflate = socket.deflate }
-    }
-
-    final class Mailbox: Sendable {
-        private let events = Locked<[Event]>([])
-        private let arrived = DispatchSemaphore(value: 0)
+    /// Events in arrival order, for one receiving thread.
+    final class Events: Sendable {
+        private let queue = ConditionLock<[Event]>([])
         func deliver(_ event: Event) {
-            events.withLock { $0.append(event) }
-            arrived.signal()
+            queue.withLock { $0.append(event) }
+            queue.signal()
         }
         func receive(timeoutMillis: Int) -> Event? {
-            if arrived.wait(timeout: .now() + .milliseconds(timeoutMillis)) == .timedOut { return nil }
-            return events.withLock { $0.removeFirst() }
+            queue.wait(timeoutMillis: timeoutMillis) { $0.isEmpty ? nil : $0.removeFirst() }
         }
     }
 
     /// Receives events on the loop thread and hands them to the waiting thread.
     final class Sink: WebSocketHandler {
-        let mailbox: Mailbox
-        init(mailbox: Mailbox) { self.mailbox = mailbox }
+        let mailbox: Events
+        init(mailbox: Events) { self.mailbox = mailbox }
         func webSocket(_ socket: WebSocket, didReceive kind: WebSocketMessageKind, _ payload: [UInt8]) {
             mailbox.deliver(.message(kind, payload))
         }

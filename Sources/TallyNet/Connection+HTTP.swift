@@ -12,10 +12,10 @@ extension Connection {
             rest = UnsafeRawBufferPointer(rebasing: rest[consumed...])
             switch result {
             case .needMore:
-                if requestStartedAt == nil, !(httpParser?.isIdle ?? true) { requestStartedAt = loop.now }
+                if !(httpParser?.isIdle ?? true) { requestStarted() }
                 if consumed == 0 { return }
             case .head(let head):
-                if requestStartedAt == nil { requestStartedAt = loop.now }
+                requestStarted()
                 // Refused on its headers alone: the body is never read (the
                 // connection closes, discarding what still arrives), so a
                 // client without a token cannot make the hub hold one.
@@ -29,7 +29,7 @@ extension Connection {
                     enqueue(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
                 }
             case .request(let request):
-                requestStartedAt = nil
+                requestEnded()
                 handle(request)
                 if awaitingResponse { return holdPipelined(rest) }
                 // Bytes after an upgrade request are the first WebSocket frames.
@@ -62,7 +62,7 @@ extension Connection {
         case .upgrade(let route):
             upgrade(request, route: route)
         case .deferred(let start):
-            awaitingResponse = true
+            responseDeferred()
             let responder = HTTPResponder(connection: self, request: request)
             pendingResponder = responder
             start(responder)
@@ -82,9 +82,8 @@ extension Connection {
     /// what was pipelined behind it.
     func finishDeferred(_ response: HTTPResponse, to request: HTTPRequest) {
         guard phase == .http, awaitingResponse else { return }
-        awaitingResponse = false
+        deferredResponseReleased()
         pendingResponder = nil
-        lastActivity = loop.now
         respond(response, to: request)
         processHeldInput()
     }
@@ -114,7 +113,7 @@ extension Connection {
 
     private func finishHTTP() {
         httpParser = nil
-        requestStartedAt = nil
+        requestEnded()
         closeAfterFlush = true
         enter(.closing)
     }

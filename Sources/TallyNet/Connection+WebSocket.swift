@@ -38,7 +38,7 @@ extension Connection {
             handler.webSocket(socket, didReceive: kind, payload)
         case .ping(let payload):
             guard !closeFrameSent else { return }
-            let pong = payload.withUnsafeBytes { encoder!.pong($0) }
+            guard let pong = payload.withUnsafeBytes({ encoder?.pong($0) }) else { return }
             enqueue(pong)
         case .pong:
             break
@@ -53,7 +53,7 @@ extension Connection {
         if !closeFrameSent {
             closeFrameSent = true
             let echo: WebSocketCloseCode = code == .noStatus ? .normal : code
-            enqueue(encoder!.close(echo, reason: ""))
+            if let frame = encoder?.close(echo, reason: "") { enqueue(frame) }
             finishWebSocket(code, reason: reason)
         }
         closeAfterFlush = true
@@ -67,9 +67,9 @@ extension Connection {
         server?.configuration.logger.debug("websocket.protocol_error",
                                            ["code": String(failure.code.rawValue), "reason": failure.reason])
         decoder = nil
-        if !closeFrameSent, encoder != nil {
+        if !closeFrameSent, let frame = encoder?.close(failure.code, reason: failure.reason) {
             closeFrameSent = true
-            enqueue(encoder!.close(failure.code, reason: failure.reason))
+            enqueue(frame)
         }
         finishWebSocket(failure.code, reason: failure.reason)
         closeAfterFlush = true
@@ -82,7 +82,7 @@ extension Connection {
     func startClose(_ code: WebSocketCloseCode, reason: String) {
         guard phase == .webSocket, !closeFrameSent else { return }
         closeFrameSent = true
-        enqueue(encoder!.close(code, reason: reason))
+        if let frame = encoder?.close(code, reason: reason) { enqueue(frame) }
         finishWebSocket(code, reason: reason)
         enter(.closing)
     }
@@ -95,9 +95,9 @@ extension Connection {
                                           ["queued_bytes": String(outbound.byteCount)])
         outbound.discardUnstarted()
         let reason = "slow consumer: more than \(options.maxOutboundBytes) bytes queued"
-        if !closeFrameSent, encoder != nil {
+        if !closeFrameSent, let frame = encoder?.close(.policyViolation, reason: reason) {
             closeFrameSent = true
-            outbound.append(encoder!.close(.policyViolation, reason: reason))
+            outbound.append(frame)
         }
         finishWebSocket(.policyViolation, reason: reason)
         decoder = nil
@@ -119,15 +119,16 @@ extension Connection {
     // MARK: Sending
 
     func sendMessage(_ kind: WebSocketMessageKind, _ payload: [UInt8]) -> Bool {
-        guard phase == .webSocket, !closeFrameSent, encoder != nil else { return false }
-        let frame = payload.withUnsafeBytes { encoder!.message(kind, $0) }
+        guard phase == .webSocket, !closeFrameSent,
+              let frame = payload.withUnsafeBytes({ encoder?.message(kind, $0) }) else { return false }
         loop.metrics.add(.messagesOut)
         return enqueue(frame)
     }
 
     func sendFragmented(_ kind: WebSocketMessageKind, _ payload: [UInt8], fragmentSize: Int) -> Bool {
-        guard phase == .webSocket, !closeFrameSent, encoder != nil else { return false }
-        let frames = payload.withUnsafeBytes { encoder!.fragmentedMessage(kind, $0, fragmentSize: max(1, fragmentSize)) }
+        guard phase == .webSocket, !closeFrameSent, let frames = payload.withUnsafeBytes({
+            encoder?.fragmentedMessage(kind, $0, fragmentSize: max(1, fragmentSize))
+        }) else { return false }
         loop.metrics.add(.messagesOut)
         return enqueue(frames)
     }

@@ -8,24 +8,15 @@ import TallyWebSocket
 ///
 /// It moves through phases: (connecting →) (TLS handshake →) HTTP (server) or
 /// client handshake → WebSocket → closing → closed. Protocol decisions live in
-/// the pure codecs (`HTTPRequestParser`, `WebSocketDecoder`); this class only
-/// moves bytes between them and the socket, keeps the outbound queue and
-/// enforces timeouts. Reads go through the loop's shared buffer, so an idle
-/// connection holds no buffers of its own.
+/// the pure codecs (`HTTPRequestParser`, `WebSocketDecoder`) and the phase
+/// and its timeouts in `ConnectionStateMachine`; this class only moves
+/// bytes between them and the socket, keeps the outbound queue and performs
+/// what the state machine's sweep asks for. Reads go through the loop's
+/// shared buffer, so an idle connection holds no buffers of its own.
 final class Connection: EventSource {
     enum Role { case server, client }
 
-    enum Phase: Equatable {
-        case connecting
-        case tlsHandshake
-        case http
-        case clientHandshake
-        case webSocket
-        /// Draining: our close frame or final response is queued or sent;
-        /// waiting for the peer's close frame or EOF.
-        case closing
-        case closed
-    }
+    typealias Phase = ConnectionStateMachine.Phase
 
     let fd: Int32
     let loop: EventLoop
@@ -40,12 +31,13 @@ final class Connection: EventSource {
     // never while another access to them is open (no closure given to one
     // of them reaches back into the connection).
     @exclusivity(unchecked) var tls: TLSSession?
-    @exclusivity(unchecked) var phase: Phase
+    /// The phase and the times its timeouts are measured from.
+    @exclusivity(unchecked) private(set) var state: ConnectionStateMachine
+    var phase: Phase { state.phase }
 
     var httpParser: HTTPRequestParser?
-    var requestStartedAt: Int64?
     /// A deferred request is being answered elsewhere; later requests wait in `heldInput`.
-    var awaitingResponse = false
+    var awaitingResponse: Bool { state.awaitingResponse }
     var heldInput: [UInt8] = []
     static let maxHeldInput = 1 << 20
     /// The deferred request's responder, told when the connection closes so
@@ -73,9 +65,6 @@ final class Connection: EventSource {
     @exclusivity(unchecked) private var writeShutDown = false
     /// Our close frame is queued: no more messages may follow it.
     @exclusivity(unchecked) var closeFrameSent = false
-    var lastActivity: Int64
-    var phaseStartedAt: Int64
-    var pingOutstanding = false
 
     static let baseEvents = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
 
@@ -85,16 +74,21 @@ final class Connection: EventSource {
         self.role = role
         self.options = options
         self.server = server
-        self.phase = phase
+        let timeouts = server.map { ConnectionStateMachine.Timeouts(server: $0.configuration) }
+            ?? ConnectionStateMachine.Timeouts(client: options)
+        self.state = ConnectionStateMachine(phase: phase, timeouts: timeouts, now: loop.now)
         self.interest = Connection.baseEvents
-        self.lastActivity = loop.now
-        self.phaseStartedAt = loop.now
     }
 
     func enter(_ next: Phase) {
-        phase = next
-        phaseStartedAt = loop.now
+        state.enter(next, at: loop.now)
     }
+
+    /// The current request's bytes started arriving (see `ConnectionStateMachine`).
+    func requestStarted() { state.requestStarted(at: loop.now) }
+    func requestEnded() { state.requestEnded() }
+    func responseDeferred() { state.responseDeferred() }
+    func deferredResponseReleased() { state.deferredResponseReleased(at: loop.now) }
 
     /// Registers with the loop; `events` defaults to readability.
     func register(events: UInt32 = Connection.baseEvents) throws(SystemError) {
@@ -169,16 +163,14 @@ final class Connection: EventSource {
                 return
             }
             loop.metrics.add(.bytesIn, n)
-            lastActivity = loop.now
-            pingOutstanding = false
+            state.received(at: loop.now)
             process(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
             if n < buffer.count, !(tls?.hasBufferedPlaintext ?? false) { return }
         }
         // Out of turns with decrypted bytes still inside OpenSSL: epoll will
         // not report them (the socket may be drained), so come back soon.
         if let tls, tls.hasBufferedPlaintext, phase != .closed {
-            let me = UncheckedBox(self)
-            loop.execute { me.value.readable() }
+            LoopBound(self, on: loop).execute { $0.readable() }
         }
     }
 
@@ -323,8 +315,7 @@ final class Connection: EventSource {
         readPaused = false
         setWriteInterest(false)
         guard !heldInput.isEmpty else { return }
-        let me = UncheckedBox(self)
-        loop.execute { me.value.processHeldInput() }
+        LoopBound(self, on: loop).execute { $0.processHeldInput() }
     }
 
     /// Half-closes after the last bytes went out, then waits for the peer's
@@ -362,7 +353,7 @@ final class Connection: EventSource {
     /// Releases everything. Safe to call twice.
     func closeNow() {
         guard phase != .closed else { return }
-        phase = .closed
+        state.closed()
         loop.deregister(fd: fd)
         tls = nil
         Sys.close(fd)
@@ -382,42 +373,29 @@ final class Connection: EventSource {
     // MARK: Timeouts
 
     /// Called about once a second (more often with short timeouts) by the
-    /// loop's sweep: pings, idle and handshake timeouts.
+    /// loop's sweep, with the loop's time: does what the state machine says
+    /// is due (pings, idle, request and handshake timeouts).
     func sweep(now: Int64) {
-        let waited = now - phaseStartedAt
-        switch phase {
-        case .connecting, .clientHandshake, .tlsHandshake:
-            let limit = server?.configuration.tlsHandshakeTimeoutMillis ?? options.closeTimeoutMillis * 2
-            if waited > limit {
-                client?.fail(ClientError.handshake("timed out after \(limit) ms"))
-                loop.metrics.add(.idleTimeouts)
-                closeNow()
-            }
-        case .http:
-            guard let configuration = server?.configuration, !awaitingResponse else { return }
-            if let started = requestStartedAt {
-                if now - started > configuration.requestTimeoutMillis {
-                    loop.metrics.add(.idleTimeouts)
-                    respondAndClose(.error(.requestTimeout, code: "request_timeout",
-                                           message: "the request was not complete within \(configuration.requestTimeoutMillis) ms"))
-                }
-            } else if now - lastActivity > configuration.keepAliveTimeoutMillis {
-                closeNow()
-            }
-        case .webSocket:
-            let silent = now - lastActivity
-            if silent > options.idleTimeoutMillis {
-                loop.metrics.add(.idleTimeouts)
-                startClose(.goingAway, reason: "idle timeout: nothing received for \(options.idleTimeoutMillis) ms")
-            } else if silent > options.pingIntervalMillis, !pingOutstanding {
-                pingOutstanding = true
-                let ping = [UInt8]().withUnsafeBytes { encoder!.ping($0) }
-                enqueue(ping)
-            }
-        case .closing:
-            if waited > options.closeTimeoutMillis { closeNow() }
-        case .closed:
+        switch state.tick(at: now) {
+        case .none:
             break
+        case .handshakeTimedOut(let limit):
+            client?.fail(ClientError.handshake("timed out after \(limit) ms"))
+            loop.metrics.add(.idleTimeouts)
+            closeNow()
+        case .requestTimedOut(let limit):
+            loop.metrics.add(.idleTimeouts)
+            respondAndClose(.error(.requestTimeout, code: "request_timeout",
+                                   message: "the request was not complete within \(limit) ms"))
+        case .keepAliveExpired:
+            closeNow()
+        case .idleTimedOut(let limit):
+            loop.metrics.add(.idleTimeouts)
+            startClose(.goingAway, reason: "idle timeout: nothing received for \(limit) ms")
+        case .sendPing:
+            if let ping = [UInt8]().withUnsafeBytes({ encoder?.ping($0) }) { enqueue(ping) }
+        case .closeTimedOut:
+            closeNow()
         }
     }
 }

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import CLinuxShim
 import Synchronization
+import TallyConcurrency
 
 /// Something registered with an event loop for readiness on one descriptor.
 /// Confined to its loop's thread.
@@ -13,14 +14,17 @@ protocol EventSource: AnyObject {
 ///
 /// Everything a loop owns (its registrations, timers, connections, scratch
 /// buffers) is touched only on its own thread; other threads reach it only
-/// through `execute`, which appends to a `Mutex`-guarded mailbox and wakes the
-/// loop through an eventfd. That is why the class may be `@unchecked Sendable`:
-/// the only members other threads call are `execute`, `inEventLoop` and `id`.
+/// through `execute`, which appends to a `Mailbox` and wakes the loop through
+/// an eventfd. `@unchecked Sendable` because the only members other threads
+/// call are `execute`, `inEventLoop` and `id` (use `LoopBound` to carry the
+/// loop's objects across threads: it asserts the rule in debug builds).
 public final class EventLoop: @unchecked Sendable {
     public let id: Int
     let epfd: Int32
     private let wakeFD: Int32
-    private let mailbox = Locked<[@Sendable () -> Void]>([])
+    private let mailbox = Mailbox<@Sendable () -> Void>()
+    /// The tasks being run; swapped with the mailbox's array each drain.
+    private var draining: [@Sendable () -> Void] = []
     private let wakePending = Atomic<Bool>(false)
     /// The loop thread's pthread id (0 before it starts); atomic so other
     /// threads can ask `inEventLoop` without racing the start.
@@ -40,9 +44,11 @@ public final class EventLoop: @unchecked Sendable {
     /// The batch being flushed; swapped with `flushQueue` so neither array
     /// is reallocated per loop iteration.
     @exclusivity(unchecked) private var flushing: [Connection] = []
-    /// Monotonic milliseconds, read once per loop iteration (cheap timestamps
-    /// for activity tracking on the hot path).
-    private(set) var now: Int64 = Sys.monotonicMillis()
+    /// Where time comes from (the monotonic clock, or a test's manual one).
+    let clock: any LoopClock
+    /// The clock's milliseconds, read once per loop iteration (cheap
+    /// timestamps for activity tracking on the hot path).
+    private(set) var now: Int64
     /// Connections owned by this loop (for shutdown).
     var connectionCount = 0
     /// How often the timeout sweep runs on this loop (nil: not yet started).
@@ -59,9 +65,11 @@ public final class EventLoop: @unchecked Sendable {
     /// Loop-local counters, summed across loops by `NetMetrics`.
     let metrics: LoopMetrics
 
-    init(id: Int, metrics: LoopMetrics) throws(SystemError) {
+    init(id: Int, metrics: LoopMetrics, clock: any LoopClock = MonotonicClock()) throws(SystemError) {
         self.id = id
         self.metrics = metrics
+        self.clock = clock
+        self.now = clock.nowMillis()
         let ep = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard ep >= 0 else { throw SystemError("epoll_create1", errno: errno) }
         let ev = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
@@ -92,7 +100,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs `task` on the loop thread, soon. Safe from any thread.
     public func execute(_ task: @escaping @Sendable () -> Void) {
-        mailbox.withLock { $0.append(task) }
+        mailbox.post(task)
         // From the loop itself there is nobody to wake: the loop drains its
         // mailbox before it waits again (see `hasLocalWork`).
         if inEventLoop {
@@ -144,7 +152,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Calls `body` on the loop thread after `millis`. Returns an id for `cancelTimer`.
     @discardableResult
     func scheduleTimer(afterMillis millis: Int64, _ body: @escaping () -> Void) -> UInt64 {
-        timers.schedule(at: Sys.monotonicMillis() + millis, body)
+        timers.schedule(at: clock.nowMillis() + millis, body)
     }
 
     func cancelTimer(_ id: UInt64) { timers.cancel(id) }
@@ -197,9 +205,9 @@ public final class EventLoop: @unchecked Sendable {
         defer { events.deallocate() }
         while running {
             let timeout = hasLocalWork || !iterationEndHooks.isEmpty
-                ? 0 : timers.millisUntilNext(now: Sys.monotonicMillis())
+                ? 0 : clock.waitMillis(until: timers.nextDeadline, now: clock.nowMillis())
             let n = epoll_wait(epfd, events, Int32(maxEvents), timeout)
-            now = Sys.monotonicMillis()
+            now = clock.nowMillis()
             if n < 0 {
                 if errno == EINTR { continue }
                 break
@@ -240,13 +248,10 @@ public final class EventLoop: @unchecked Sendable {
         // Drain everything: eventfd wake-ups coalesce, so one wake may stand for many posts.
         wakePending.store(false, ordering: .releasing)
         hasLocalWork = false
-        let tasks = mailbox.withLock { box -> [@Sendable () -> Void] in
-            if box.isEmpty { return [] }
-            let taken = box
-            box = []
-            return taken
-        }
-        for task in tasks { task() }
+        guard mailbox.takeAll(into: &draining) else { return }
+        for task in draining { task() }
+        // Let go of what the tasks captured now, not at the next drain.
+        draining.removeAll(keepingCapacity: true)
     }
 
     private func flushPending() {
@@ -284,9 +289,12 @@ struct TimerHeap {
     /// Cancelling a timer that already ran (or an unknown id) does nothing.
     mutating func cancel(_ id: UInt64) { pending.remove(id) }
 
+    /// When the earliest timer is due (cancelled ones included: waking for
+    /// one costs a loop iteration, not a wrong answer).
+    var nextDeadline: Int64? { heap.first?.deadline }
+
     func millisUntilNext(now: Int64) -> Int32 {
-        guard let first = heap.first else { return -1 }
-        return Int32(clamping: max(0, first.deadline - now))
+        MonotonicClock().waitMillis(until: nextDeadline, now: now)
     }
 
     /// The next due timer's body, or nil when none is due.

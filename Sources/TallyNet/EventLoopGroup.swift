@@ -4,13 +4,15 @@ public final class EventLoopGroup: Sendable {
     let metrics: [LoopMetrics]
     private let cursor = Synchronization.Atomic<Int>(0)
 
-    public init(threads: Int) throws(SystemError) {
+    /// - Parameter clock: where the loops read the time (timers, timeouts);
+    ///   tests pass a `ManualClock`.
+    public init(threads: Int, clock: any LoopClock = MonotonicClock()) throws(SystemError) {
         var loops: [EventLoop] = []
         var metrics: [LoopMetrics] = []
         for id in 0..<max(1, threads) {
             let m = LoopMetrics()
             metrics.append(m)
-            loops.append(try EventLoop(id: id, metrics: m))
+            loops.append(try EventLoop(id: id, metrics: m, clock: clock))
         }
         self.loops = loops
         self.metrics = metrics

@@ -1,3 +1,5 @@
+import TallyConcurrency
+
 /// Lets at most `burst` log lines through per interval and counts the rest,
 /// so a client that sends refused requests as fast as it can costs the hub
 /// a few lines a second, not a line per request (20,000 refused messages
@@ -10,7 +12,7 @@ public final class LogRateLimit: Sendable {
         var dropped = 0
     }
 
-    private let state = Locked(Window())
+    private let state = LockedValueBox(Window())
     private let burst: Int
     private let intervalMillis: Int64
 

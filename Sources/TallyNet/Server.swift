@@ -1,6 +1,6 @@
 @preconcurrency import Glibc
 import CLinuxShim
-import Synchronization
+import TallyConcurrency
 import TallyHTTP
 import TallyTLS
 
@@ -14,7 +14,7 @@ public final class Server: Sendable {
     private let listenFD: Int32
     /// The bound port (useful when the configuration asked for port 0).
     public let port: Int
-    private let stopped = Locked<Bool>(false)
+    private let stopped = LockedValueBox(false)
 
     /// Binds, listens and starts the loops. Throws when the address cannot be
     /// bound, with the reason.
@@ -42,7 +42,7 @@ public final class Server: Sendable {
         // The hub never wants SIGPIPE: a peer that vanished is an error value.
         signal(SIGPIPE, SIG_IGN)
         do {
-            group = try EventLoopGroup(threads: configuration.threads)
+            group = try EventLoopGroup(threads: configuration.threads, clock: configuration.clock)
         } catch {
             Sys.close(fd)
             throw error
@@ -66,12 +66,12 @@ public final class Server: Sendable {
         }
         guard first else { return }
         let grace = configuration.shutdownGraceMillis
-        let done = DispatchGroupLike(count: group.loops.count)
+        let done = CountdownLatch(count: group.loops.count)
         for loop in group.loops {
             let fd = listenFD
             loop.execute {
                 loop.deregister(fd: fd)
-                loop.beginShutdown(graceMillis: grace) { done.leave() }
+                loop.beginShutdown(graceMillis: grace) { done.countDown() }
             }
         }
         done.wait()
@@ -80,42 +80,6 @@ public final class Server: Sendable {
     }
 
     public func metricsSnapshot() -> NetMetricsSnapshot { group.metricsSnapshot() }
-}
-
-/// A countdown that one thread waits on (FoundationEssentials has no
-/// condition variables; this is a pthread mutex + condition).
-final class DispatchGroupLike: @unchecked Sendable {
-    private var remaining: Int
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-
-    init(count: Int) {
-        remaining = count
-        mutex.initialize(to: pthread_mutex_t())
-        condition.initialize(to: pthread_cond_t())
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(condition, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        pthread_cond_destroy(condition)
-        mutex.deallocate()
-        condition.deallocate()
-    }
-
-    func leave() {
-        pthread_mutex_lock(mutex)
-        remaining -= 1
-        pthread_cond_broadcast(condition)
-        pthread_mutex_unlock(mutex)
-    }
-
-    func wait() {
-        pthread_mutex_lock(mutex)
-        while remaining > 0 { pthread_cond_wait(condition, mutex) }
-        pthread_mutex_unlock(mutex)
-    }
 }
 
 /// Accepts connections on one loop and starts their sweep timer.

@@ -39,6 +39,9 @@ public struct ServerConfiguration: Sendable {
     public var shutdownGraceMillis: Int64 = 5_000
     public var listenBacklog: Int32 = 4096
     public var logger = Logger()
+    /// Where the loops read the time (connection timeouts, timers); tests
+    /// inject a `ManualClock` and move it instead of sleeping.
+    public var clock: any LoopClock = MonotonicClock()
 
     public init() {}
 

@@ -35,10 +35,8 @@ public enum WebSocketClient {
             loop.execute { completion(.failure(.resolve(error.description))) }
             return
         }
-        let target = UncheckedBox((address, parsed, tlsContext, headers))
         loop.execute {
-            let (address, url, tlsContext, headers) = target.value
-            open(address: address, url: url, tls: tlsContext, headers: headers, subprotocols: subprotocols,
+            open(address: address, url: parsed, tls: tlsContext, headers: headers, subprotocols: subprotocols,
                  options: options, loop: loop, makeHandler: makeHandler, completion: completion)
         }
     }
@@ -80,11 +78,4 @@ public enum WebSocketClient {
         }
         loop.ensureSweeping(every: sweepInterval(options))
     }
-}
-
-/// Carries values a `@Sendable` closure must move to a loop thread when the
-/// values are only ever touched there afterwards.
-struct UncheckedBox<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
 }

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import COpenSSL
 import Synchronization
+import TallyConcurrency
 import TallyNet
 
 /// Content-addressed storage for photos: a blob's name is the SHA-256 of its
@@ -40,7 +41,7 @@ public final class BlobStore: Sendable {
     private let backend: Backend
 
     private enum Backend: Sendable {
-        case memory(Locked<[String: [UInt8]]>)
+        case memory(LockedValueBox<[String: [UInt8]]>)
         case disk(BlobFiles)
     }
 
@@ -62,7 +63,7 @@ public final class BlobStore: Sendable {
             backend = .disk(files)
             used = Atomic(files.totalBytes())
         } else {
-            backend = .memory(Locked([:]))
+            backend = .memory(LockedValueBox([:]))
             used = Atomic(0)
         }
     }

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Synchronization
+import TallyConcurrency
 import TallyEngine
 import TallyProtocol
 
@@ -12,7 +13,7 @@ public final class DemoSimulator: Sendable {
     private let blobs: BlobStore?
     private let intervalMillis: Int
     private let running = Atomic<Bool>(false)
-    private let finished = OneShotSignal()
+    private let finished = CountdownLatch(count: 1)
 
     static let staff = ["ana", "ben", "sam", "lea"]
     static let items: [(id: String, name: String, location: String, stock: Int)] = [
@@ -40,7 +41,7 @@ public final class DemoSimulator: Sendable {
             simulator.run()
             return nil
         }, box.toOpaque())
-        guard rc == 0 else { box.release(); running.store(false, ordering: .relaxed); finished.signal(); return }
+        guard rc == 0 else { box.release(); running.store(false, ordering: .relaxed); finished.countDown(); return }
         pthread_detach(thread)
     }
 
@@ -127,18 +128,16 @@ public final class DemoSimulator: Sendable {
     }
 
     private func wait(_ read: (@escaping @Sendable ([RecordState]) -> Void) -> Void) -> [RecordState] {
-        let result = Mutex<[RecordState]>([])
-        let done = OneShotSignal()
+        let result = ConditionLock<[RecordState]?>(nil)
         read { records in
             result.withLock { $0 = records }
-            done.signal()
+            result.signal()
         }
-        done.wait()
-        return result.withLock { $0 }
+        return result.wait { $0 }
     }
 
     private func run() {
-        defer { finished.signal() }
+        defer { finished.countDown() }
         if records("items/").isEmpty { seed() }
         var tick = 0
         while running.load(ordering: .relaxed) {

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Synchronization
+import TallyConcurrency
 import TallyEngine
 import TallyHTTP
 import TallyNet
@@ -66,6 +67,10 @@ public struct CoreConfiguration: Sendable {
 /// everything up to that seq, in order — so a write is acknowledged and
 /// pushed only once durable, and each connection receives messages in the
 /// order the core produced them.
+///
+/// `@unchecked Sendable`: the members marked "core thread only" are touched
+/// by whichever thread holds the core (`CoreMailbox` hands it over under its
+/// lock), the inboxes each by their own loop; the rest is immutable or atomic.
 public final class HubCore: @unchecked Sendable {
     enum Input {
         case open(Session)
@@ -206,8 +211,8 @@ public final class HubCore: @unchecked Sendable {
     /// Stops after the work already posted; commits what is queued and closes
     /// the store. Blocks until done.
     public func stop() {
-        let done = OneShotSignal()
-        mailbox.post(.stop { done.signal() })
+        let done = CountdownLatch(count: 1)
+        mailbox.post(.stop { done.countDown() })
         done.wait()
     }
 
@@ -488,8 +493,9 @@ public final class HubCore: @unchecked Sendable {
 }
 
 /// What one loop's connections posted to the core during the loop's current
-/// iteration. Loop thread only.
-final class LoopInbox: @unchecked Sendable {
+/// iteration. Loop thread only (`post(from:)` checks `inEventLoop` before
+/// touching one), so not Sendable.
+final class LoopInbox {
     var items: [HubCore.Input] = []
     /// The batch being handed over (swapped with `items`, storage reused).
     var taken: [HubCore.Input] = []
@@ -516,14 +522,3 @@ extension HubCore.Input {
     }
 }
 
-/// A one-shot wait: the mailbox's mutex and condition, carrying nothing.
-final class OneShotSignal: Sendable {
-    private let mailbox = CoreMailbox<Void>()
-
-    func signal() { mailbox.post(()) }
-
-    func wait() {
-        var spare: [Void] = []
-        _ = mailbox.takeAll(reusing: &spare)
-    }
-}

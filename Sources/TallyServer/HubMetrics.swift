@@ -1,4 +1,5 @@
 import Synchronization
+import TallyConcurrency
 import TallyNet
 import TallyStore
 
@@ -46,7 +47,7 @@ final class HubMetrics: Sendable {
     let statsRecounts = Atomic<Int>(0)
     /// Commit latency histogram, seconds (Prometheus `le` buckets).
     static let bucketBounds: [Double] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1]
-    private let buckets = Locked<[Int]>(Array(repeating: 0, count: 11))
+    private let buckets = LockedValueBox<[Int]>(Array(repeating: 0, count: 11))
 
     func recordCommit(nanos: UInt64, units: Int, inPlace: Bool) {
         commits.add(1, ordering: .relaxed)

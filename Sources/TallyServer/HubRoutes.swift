@@ -1,4 +1,5 @@
 import Synchronization
+import TallyConcurrency
 import TallyEngine
 import TallyHTTP
 import TallyNet
@@ -201,7 +202,7 @@ extension HubRoutes {
 
 /// Where `/metrics` reads its figures; set once the server exists.
 final class MetricsSource: Sendable {
-    private let source = Locked<(@Sendable () -> String)?>(nil)
+    private let source = LockedValueBox<(@Sendable () -> String)?>(nil)
     func set(_ body: @escaping @Sendable () -> String) { source.withLock { $0 = body } }
     func render() -> String {
         let body = source.withLock { $0 }

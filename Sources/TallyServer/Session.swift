@@ -5,11 +5,16 @@ import TallyProtocol
 import TallyWebSocket
 
 /// One client connection as the hub core knows it. `socket` belongs to the
-/// connection's loop thread; everything else is touched only by the core
-/// thread, which is why the class can cross threads.
+/// connection's loop thread (a `LoopBound`: debug builds assert it is only
+/// reached there); the rest is the core's.
+///
+/// `@unchecked Sendable`: the core's members below are plain vars, touched
+/// by whichever thread holds the core (`CoreMailbox`), one at a time.
 final class Session: @unchecked Sendable {
-    let socket: WebSocket
-    let loop: EventLoop
+    private let boundSocket: LoopBound<WebSocket>
+    /// The connection. On its loop's thread only (asserted in debug builds).
+    var socket: WebSocket { boundSocket.value }
+    var loop: EventLoop { boundSocket.loop }
     let id: Int
     /// Set by the loop when the connection closes: the core skips what the
     /// connection still had queued (snapshots nobody will read).
@@ -37,10 +42,10 @@ final class Session: @unchecked Sendable {
     var outbox: Int64 = 0
     var lastHeardAt: Int64 = 0
 
+    /// On the socket's loop thread.
     init(socket: WebSocket, id: Int, actor: Actor? = nil) {
-        self.socket = socket
+        self.boundSocket = LoopBound(socket, on: socket.loop)
         self.actor = actor
-        self.loop = socket.loop
         self.id = id
     }
 

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CSQLite
+import TallyConcurrency
 
 /// The queue between submitters and the one writer thread, and the writer
 /// loop that drains it: group commit.
@@ -36,9 +37,9 @@ import CSQLite
 /// Nor does a store whose last commit took longer than 2 ms (a slow disk):
 /// the borrower would hold up its other work for that long.
 final class GroupCommitter: @unchecked Sendable {
-    private let state: Guarded<State>
+    private let state: ConditionLock<State>
     /// Serializes `close` calls from different threads.
-    private let closing = Guarded(())
+    private let closing = Lock()
     /// Used by the writer thread, or by one borrower while `borrower` is set
     /// (handed over under the state's lock, never used by two at once).
     private let backend: any CommitBackend
@@ -47,7 +48,7 @@ final class GroupCommitter: @unchecked Sendable {
     init(backend: any CommitBackend, lending: LendingRule = .standard) {
         self.backend = backend
         self.lending = lending
-        state = Guarded(State(phase: .idle))
+        state = ConditionLock(State(phase: .idle))
     }
 
     // MARK: Any thread
@@ -163,7 +164,7 @@ final class GroupCommitter: @unchecked Sendable {
             state.withLock { $0.stopRequested = true }
             return
         }
-        closing.withLock { _ in
+        closing.withLock {
             if case .idle = state.withLock({ $0.phase }) {
                 start(onCommit: { _ in })  // so that what is queued still commits
             }

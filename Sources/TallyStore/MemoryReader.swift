@@ -1,11 +1,12 @@
+import TallyConcurrency
 import TallyProtocol
 
 /// Reads a MemoryStore's tables under their lock: every call sees whole
 /// committed batches only.
 final class MemoryReader: StoreReading {
-    private let tables: Guarded<MemoryTables>
+    private let tables: LockedValueBox<MemoryTables>
 
-    init(tables: Guarded<MemoryTables>) {
+    init(tables: LockedValueBox<MemoryTables>) {
         self.tables = tables
     }
 

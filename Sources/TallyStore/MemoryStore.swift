@@ -1,11 +1,13 @@
+import TallyConcurrency
+
 /// The store without a disk, for tests and `--data :memory:`: the same
 /// tables in dictionaries and arrays, the same group committer on its own
 /// writer thread, the same retention. Code written against it behaves as it
 /// will with SQLiteStore; everything is gone when the process ends.
 public final class MemoryStore: Store {
-    private let tables: Guarded<MemoryTables>
+    private let tables: LockedValueBox<MemoryTables>
     let committer: GroupCommitter
-    let diagnostics: Guarded<StoreDiagnostics>
+    let diagnostics: LockedValueBox<StoreDiagnostics>
 
     /// - Parameters:
     ///   - retention: how much change log and idempotency to keep.
@@ -15,8 +17,8 @@ public final class MemoryStore: Store {
     }
 
     init(retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) {
-        let tables = Guarded(MemoryTables())
-        let diagnostics = Guarded(StoreDiagnostics())
+        let tables = LockedValueBox(MemoryTables())
+        let diagnostics = LockedValueBox(StoreDiagnostics())
         self.tables = tables
         self.diagnostics = diagnostics
         committer = GroupCommitter(backend: MemoryWriter(tables: tables, diagnostics: diagnostics,

@@ -1,14 +1,16 @@
+import TallyConcurrency
+
 /// The in-memory backend of the group committer: applies each batch to the
 /// tables under their lock (so readers see whole transactions or nothing)
 /// and prunes by the same policy as SQLite.
 final class MemoryWriter: CommitBackend {
-    private let tables: Guarded<MemoryTables>
-    private let diagnostics: Guarded<StoreDiagnostics>
+    private let tables: LockedValueBox<MemoryTables>
+    private let diagnostics: LockedValueBox<StoreDiagnostics>
     private let hooks: StoreTestHooks
     private var policy: RetentionPolicy
     private(set) var headSeq: Int64 = 0
 
-    init(tables: Guarded<MemoryTables>, diagnostics: Guarded<StoreDiagnostics>, retention: StoreRetention,
+    init(tables: LockedValueBox<MemoryTables>, diagnostics: LockedValueBox<StoreDiagnostics>, retention: StoreRetention,
          clock: StoreClock, hooks: StoreTestHooks) {
         self.tables = tables
         self.diagnostics = diagnostics

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CSQLite
+import TallyConcurrency
 
 /// Copies the WAL back into the database file on its own thread and
 /// connection, so that no commit ever waits for a checkpoint.
@@ -34,12 +35,12 @@ final class SQLiteCheckpointer: @unchecked Sendable {
     /// How long a failed checkpoint waits before the next is requested.
     static let retryAfterFailureNanos: UInt64 = 1_000_000_000
 
-    private let state = Guarded(State())
+    private let state = ConditionLock(State())
     /// Used only by the checkpointer thread once it runs (by `stop` when it never ran).
     private let connection: SQLiteConnection
-    private let diagnostics: Guarded<StoreDiagnostics>
+    private let diagnostics: LockedValueBox<StoreDiagnostics>
 
-    init(connection: SQLiteConnection, diagnostics: Guarded<StoreDiagnostics>) {
+    init(connection: SQLiteConnection, diagnostics: LockedValueBox<StoreDiagnostics>) {
         self.connection = connection
         self.diagnostics = diagnostics
     }

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CSQLite
+import TallyConcurrency
 
 /// The durable store: one SQLite file (`tally.sqlite3`) in WAL mode, written
 /// by one writer thread with group commit. See `Store` for the design.
@@ -10,7 +11,7 @@ public final class SQLiteStore: Store {
     public let path: String
     public let durability: Durability
     let committer: GroupCommitter
-    let diagnostics: Guarded<StoreDiagnostics>
+    let diagnostics: LockedValueBox<StoreDiagnostics>
 
     /// Opens (creating when missing) `directory/tally.sqlite3` and brings its
     /// schema up to date. O(1) in the amount of data: nothing is scanned.
@@ -37,7 +38,7 @@ public final class SQLiteStore: Store {
         }
         path = directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName
         self.durability = durability
-        let diagnostics = Guarded(StoreDiagnostics())
+        let diagnostics = LockedValueBox(StoreDiagnostics())
         self.diagnostics = diagnostics
         let connection = try SQLiteConnection(path: path, role: .writer, durability: durability)
         try SQLiteSchema.migrate(connection)

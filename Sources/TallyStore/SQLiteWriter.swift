@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import CSQLite
 import TallyProtocol
+import TallyConcurrency
 
 /// The write connection and everything the writer thread does with it:
 /// apply batches of units in one transaction, keep the meta row current,
@@ -25,7 +26,7 @@ final class SQLiteWriter: CommitBackend {
 
     let connection: SQLiteConnection
     private let checkpointer: SQLiteCheckpointer
-    let diagnostics: Guarded<StoreDiagnostics>
+    let diagnostics: LockedValueBox<StoreDiagnostics>
     private let hooks: StoreTestHooks
     var policy: RetentionPolicy
     var meta: Meta
@@ -51,7 +52,7 @@ final class SQLiteWriter: CommitBackend {
     let sumAllBytes: SQLiteStatement
     let deleteOldIdempotency: SQLiteStatement
 
-    init(connection: SQLiteConnection, checkpointer: SQLiteCheckpointer, diagnostics: Guarded<StoreDiagnostics>,
+    init(connection: SQLiteConnection, checkpointer: SQLiteCheckpointer, diagnostics: LockedValueBox<StoreDiagnostics>,
          retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) throws(StoreError) {
         self.connection = connection
         self.checkpointer = checkpointer

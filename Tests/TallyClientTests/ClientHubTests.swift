@@ -136,6 +136,9 @@ import TallyTestSupport
         _ = client.subscribe(.prefix("orders-x/")) { events.append($0) }
         try await updates.wait("the initial state") { !$0.isEmpty }
         #expect(updates.all[0].isInitial && updates.all[0].changes.inserted == ["orders-x/1", "orders-x/2"])
+        // The subscription resumes from its snapshot's seq: without one yet
+        // it would subscribe afresh after the restart (no resnapshot).
+        try await events.wait("the first snapshot") { $0.contains { if case .snapshot = $0 { true } else { false } } }
 
         hub.stop()
         try await hub.offside { url in

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Testing
 import TallyClient
+import TallyConcurrency
 import TallyNet
 import TallyProtocol
 import TallyServer
@@ -14,7 +15,7 @@ import TallyTestSupport
 
 /// Collects values reported on a client's queue; `wait` polls them.
 final class Recorder<Value: Sendable>: Sendable {
-    private let values = Locked<[Value]>([])
+    private let values = LockedValueBox<[Value]>([])
 
     func append(_ value: Value) { values.withLock { $0.append(value) } }
     var all: [Value] { values.withLock { $0 } }

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Testing
 import TallyClient
+import TallyConcurrency
 @testable import TallyMirror
 import TallyNet
 import TallyProtocol
@@ -41,7 +42,7 @@ import TallyTestSupport
         try await waitFor("the hub's change to arrive") { try mirror.store.record("notes/keep")?.data == ["v": "hub-side"] }
 
         // Each write is one change on the hub, in order.
-        let changes = Locked<[Change]>([])
+        let changes = LockedValueBox<[Change]>([])
         let sub = other.subscribe(.prefix("notes/"), since: headBefore) { event in
             if case .changes(let batch, _) = event { changes.withLock { $0 += batch } }
         }

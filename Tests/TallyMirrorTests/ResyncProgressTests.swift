@@ -1,5 +1,6 @@
 import Testing
 import TallyClient
+import TallyConcurrency
 @testable import TallyMirror
 import TallyNet
 import TallyProtocol
@@ -74,7 +75,7 @@ import TallyTestSupport
         let writes = 120
         for i in 0..<writes { _ = try mirror.store.write(.set(name: "notes/w\(i)", path: nil, value: ["i": .int(Int64(i))])) }
 
-        let seen = Locked<[ResyncState?]>([])
+        let seen = LockedValueBox<[ResyncState?]>([])
         try mirror.start(hub.url) { state in seen.withLock { $0.append(state) } }
         try await mirror.waitConverged()
         try await waitFor("the resync to end") { seen.withLock { $0.last } == .some(nil) }

@@ -1,11 +1,12 @@
 import Testing
+import TallyConcurrency
 @testable import TallyNet
 import TallyWebSocket
 
 /// Open sockets by identity, registered and removed on their loop threads;
 /// a broadcast hands each loop its own sockets through `loop.execute`.
 final class SocketRegistry: Sendable {
-    private let sockets = Locked<[ObjectIdentifier: Unchecked<WebSocket>]>([:])
+    private let sockets = LockedValueBox<[ObjectIdentifier: Unchecked<WebSocket>]>([:])
 
     func add(_ socket: WebSocket) {
         sockets.withLock { $0[ObjectIdentifier(socket)] = Unchecked(socket) }

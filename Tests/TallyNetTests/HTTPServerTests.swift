@@ -130,48 +130,6 @@ import TallyServer
         }
     }
 
-    /// A request that stops halfway is answered 408 and closed once
-    /// `requestTimeoutMillis` passes.
-    @Test func incompleteRequestTimesOutWith408() throws {
-        try withServer(testConfiguration { $0.requestTimeoutMillis = 300 }, TestApp()) { server, _ in
-            let raw = try RawSocket(port: server.port)
-            defer { raw.close() }
-            let started = Sys.monotonicMillis()
-            try raw.send("GET /hello HTTP/1.1\r\nHost: localhost\r\n")
-            let response = try raw.readResponse()
-            let elapsed = Sys.monotonicMillis() - started
-            #expect(response.status == 408)
-            #expect(response.text.contains("request_timeout"))
-            #expect(elapsed >= 290, "408 after \(elapsed) ms, before the timeout")
-            #expect(raw.waitForEOF())
-        }
-    }
-
-    /// The request timeout does not cut an idle keep-alive connection that
-    /// finished its request (that is the keep-alive timeout's job).
-    @Test func idleKeepAliveIsNotARequestTimeout() throws {
-        try withServer(testConfiguration { $0.requestTimeoutMillis = 100 }, TestApp()) { server, _ in
-            let raw = try RawSocket(port: server.port)
-            defer { raw.close() }
-            try raw.send("GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            #expect(try raw.readResponse().status == 200)
-            #expect(!raw.waitForEOF(timeoutMillis: 400), "an idle keep-alive connection was closed")
-            try raw.send("GET /world HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            #expect(try raw.readResponse().text == "world")
-        }
-    }
-
-    @Test func idleKeepAliveConnectionIsClosedAfterItsTimeout() throws {
-        try withServer(testConfiguration { $0.keepAliveTimeoutMillis = 200 }, TestApp()) { server, _ in
-            let raw = try RawSocket(port: server.port)
-            defer { raw.close() }
-            try raw.send("GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            #expect(try raw.readResponse().status == 200)
-            #expect(raw.waitForEOF())
-            #expect(eventually { server.metricsSnapshot()[.connectionsOpen] == 0 })
-        }
-    }
-
     @Test func requestBodyIsRead() throws {
         try withServer(testConfiguration(), TestApp()) { server, _ in
             let raw = try RawSocket(port: server.port)

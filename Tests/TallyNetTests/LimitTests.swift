@@ -157,44 +157,6 @@ final class Flood: @unchecked Sendable {
         }
     }
 
-    /// A client that never answers pings gets a ping, then a 1001 close;
-    /// our client, which answers pings, stays connected.
-    @Test func idleClientsArePingedThenClosed() throws {
-        let configuration = testConfiguration {
-            $0.webSocket.pingIntervalMillis = 100
-            $0.webSocket.idleTimeoutMillis = 400
-        }
-        try withServer(configuration, TestApp()) { server, clients in
-            let answering = try BlockingWebSocket(url: wsURL(server.port), loop: clients.next())
-            let silent = try RawSocket(port: server.port)
-            defer { silent.close() }
-            // Before the request goes out, so the server's last activity is later.
-            let started = Sys.monotonicMillis()
-            try silent.upgrade()
-
-            guard case .ping? = try silent.nextEvent() else {
-                Issue.record("expected a ping first")
-                return
-            }
-            let pingedAfter = Sys.monotonicMillis() - started
-            #expect(pingedAfter >= 100, "pinged after \(pingedAfter) ms, before the interval")
-            guard case .close(let code, _)? = try silent.nextEvent() else {
-                Issue.record("expected a close after the ping")
-                return
-            }
-            let closedAfter = Sys.monotonicMillis() - started
-            #expect(code == .goingAway)
-            #expect(closedAfter >= 400, "closed after \(closedAfter) ms, before the idle timeout")
-            #expect(server.metricsSnapshot()[.idleTimeouts] >= 1)
-
-            // The answering client has been silent as long, plus a few more
-            // idle periods: it must still be open.
-            #expect(answering.receive(timeoutMillis: 600) == nil, "our client was closed although it answers pings")
-            answering.send(.text, Array("alive".utf8))
-            #expect(try answering.expectMessage().payload == Array("alive".utf8))
-        }
-    }
-
     /// Graceful shutdown: connected clients get 1001, and `shutdown`
     /// returns as soon as they finished the close handshake.
     @Test func shutdownClosesWebSocketsWith1001() throws {

@@ -1,5 +1,6 @@
 import Dispatch
 import Testing
+import TallyConcurrency
 @testable import TallyNet
 
 /// A loop posting to itself skips the eventfd (nobody to wake), so it must
@@ -7,10 +8,10 @@ import Testing
 /// once, after the iteration's work, in the order they were added.
 @Suite struct LoopSelfPostTests {
     /// One loop thread, a semaphore and a step log for `body`.
-    private func onOneLoop(_ body: (EventLoop, DispatchSemaphore, Locked<[String]>) -> Void) throws {
+    private func onOneLoop(_ body: (EventLoop, DispatchSemaphore, LockedValueBox<[String]>) -> Void) throws {
         let group = try EventLoopGroup(threads: 1)
         defer { group.shutdown() }
-        body(group.loops[0], DispatchSemaphore(value: 0), Locked<[String]>([]))
+        body(group.loops[0], DispatchSemaphore(value: 0), LockedValueBox<[String]>([]))
     }
 
     @Test func tasksALoopGivesItselfRunWithoutAWake() throws {

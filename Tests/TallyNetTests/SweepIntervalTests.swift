@@ -1,5 +1,6 @@
 import Dispatch
 import Testing
+import TallyConcurrency
 @testable import TallyNet
 
 /// The loop checks timeouts every `sweepInterval`: "often enough for the
@@ -47,7 +48,7 @@ import Testing
         let group = try EventLoopGroup(threads: 1)
         defer { group.shutdown() }
         let loop = group.loops[0]
-        let seen = Locked<[Int64?]>([])
+        let seen = LockedValueBox<[Int64?]>([])
         let done = DispatchSemaphore(value: 0)
         loop.execute {
             loop.ensureSweeping(every: 1000)

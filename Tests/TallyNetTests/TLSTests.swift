@@ -79,22 +79,6 @@ final class TLSFixture {
         }
     }
 
-    /// A TCP client that never starts the TLS handshake is dropped after
-    /// `tlsHandshakeTimeoutMillis`.
-    @Test func silentTLSClientIsDropped() throws {
-        let tls = try TLSFixture()
-        let configuration = testConfiguration {
-            $0.tls = tls.server
-            $0.tlsHandshakeTimeoutMillis = 200
-        }
-        try withServer(configuration, TestApp()) { server, _ in
-            let raw = try RawSocket(port: server.port)
-            defer { raw.close() }
-            #expect(raw.waitForEOF(timeoutMillis: 3_000), "a silent client held a TLS handshake slot open")
-            #expect(eventually { server.metricsSnapshot()[.connectionsOpen] == 0 })
-        }
-    }
-
     /// A plain-text client talking to a TLS port fails (and does not hang).
     @Test func plainClientAgainstTLSServerFails() throws {
         let tls = try TLSFixture()

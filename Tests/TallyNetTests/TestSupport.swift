@@ -2,6 +2,7 @@
 import Dispatch
 import Synchronization
 import Testing
+import TallyConcurrency
 import TallyTestSupport
 import TallyHTTP
 @testable import TallyNet
@@ -77,6 +78,70 @@ func withHub<R>(_ adjust: (inout HubConfiguration) -> Void = { _ in },
     return try body(hub, clients)
 }
 
+/// Starts a server whose loop reads `ManualClock` time (one loop, so every
+/// connection shares it) and a client loop group on the real clock, runs
+/// `body`, then shuts both down. The shutdown moves the clock along so its
+/// grace timers run.
+func withManualClock<R>(_ configuration: ServerConfiguration, _ application: any HTTPApplication,
+                        _ body: (Server, EventLoopGroup, ManualClock) throws -> R) throws -> R {
+    let clock = ManualClock()
+    var configuration = configuration
+    configuration.threads = 1
+    configuration.clock = clock
+    let server = try Server(configuration: configuration, application: application)
+    let clients: EventLoopGroup
+    do {
+        clients = try EventLoopGroup(threads: 1)
+    } catch {
+        shutDown(server, moving: clock)
+        throw error
+    }
+    defer {
+        shutDown(server, moving: clock)
+        clients.shutdown()
+    }
+    return try body(server, clients, clock)
+}
+
+private func shutDown(_ server: Server, moving clock: ManualClock) {
+    let done = CountdownLatch(count: 1)
+    DispatchQueue.global().async {
+        server.shutdown()
+        done.countDown()
+    }
+    while !done.wait(timeoutMillis: 5) {
+        clock.advance(byMillis: 10)
+        for loop in server.group.loops { loop.execute {} }
+    }
+}
+
+extension ManualClock {
+    /// Lets `server`'s loops take in what was already sent to them, moves
+    /// the clock, and returns once every loop has run the timers that came
+    /// due (the timeout sweep among them). Nothing sleeps: each step waits
+    /// for the loops to say they are done.
+    func advance(byMillis millis: Int64, on server: Server) throws {
+        // Two iterations: a connection accepted in the first is read in the
+        // second (its descriptor joins the next `epoll_wait`).
+        try settle(server.group)
+        try settle(server.group)
+        advance(byMillis: millis)
+        try settle(server.group)
+    }
+}
+
+/// Returns once every loop of `group` has finished an iteration that began
+/// after this call: its events read, its due timers run.
+func settle(_ group: EventLoopGroup) throws {
+    let latch = CountdownLatch(count: group.loops.count)
+    for loop in group.loops {
+        // A timer due now runs after the events and the mailbox; the hook
+        // after every timer of that iteration (the sweep's deadline may tie).
+        loop.execute { loop.scheduleTimer(afterMillis: 0) { loop.atIterationEnd { latch.countDown() } } }
+    }
+    guard latch.wait(timeoutMillis: eventTimeout) else { throw TestFailure("a loop did not finish an iteration") }
+}
+
 func wsURL(_ port: Int, _ path: String = "/ws", secure: Bool = false) -> String {
     "\(secure ? "wss" : "ws")://127.0.0.1:\(port)\(path)"
 }
@@ -96,7 +161,7 @@ func eventually(timeoutMillis: Int = eventTimeout, _ condition: () -> Bool) -> B
 
 /// A thread-safe queue of events that a test thread waits on.
 final class EventLog<Event: Sendable>: Sendable {
-    private let events = Locked<[Event]>([])
+    private let events = LockedValueBox<[Event]>([])
     private let arrived = DispatchSemaphore(value: 0)
 
     func append(_ event: Event) {
@@ -244,7 +309,7 @@ func options(deflate: Bool = true, _ adjust: (inout WebSocketOptions) -> Void = 
 func negotiate(url: String, loop: EventLoop, subprotocols: [String],
                options: WebSocketOptions = WebSocketOptions()) -> Result<String?, ClientError> {
     let done = DispatchSemaphore(value: 0)
-    let outcome = Locked<Result<String?, ClientError>?>(nil)
+    let outcome = LockedValueBox<Result<String?, ClientError>?>(nil)
     WebSocketClient.connect(to: url, on: loop, options: options, subprotocols: subprotocols,
                             handler: { _ in RecordingHandler(log: nil, onMessage: { _, _, _ in }) }) { result in
         switch result {

@@ -1,6 +1,7 @@
 import Dispatch
 @preconcurrency import Glibc
 import Testing
+import TallyConcurrency
 import TallyNet
 import TallyProtocol
 @testable import TallyServer
@@ -68,7 +69,7 @@ extension BlobTests {
             let directory = try BlobDataDirectory()
             let store = try BlobStore(directory: directory.path, quota: 1_000)
             let blobs = (0..<32).map { Self.jpeg(100, seed: UInt8($0)) }
-            let stored = Locked(0)
+            let stored = LockedValueBox(0)
             DispatchQueue.concurrentPerform(iterations: blobs.count) { index in
                 let blob = blobs[index]
                 if (try? store.put(sha256: blob.sha, contentType: "image/jpeg", bytes: blob.bytes)) != nil {

@@ -3,6 +3,7 @@ import Dispatch
 import FoundationEssentials
 @preconcurrency import Glibc
 import Testing
+import TallyConcurrency
 import TallyHTTP
 import TallyNet
 import TallyProtocol
@@ -201,7 +202,7 @@ final class BlobDataDirectory {
             try Store.backends { store, path in
                 let bytes = DemoImage.png(width: 64, height: 48, seed: 99, label: "race")
                 let sha = BlobSamples.sha(bytes)
-                let outcomes = Locked<[Result<Bool, BlobError>]>([])
+                let outcomes = LockedValueBox<[Result<Bool, BlobError>]>([])
                 DispatchQueue.concurrentPerform(iterations: 8) { _ in
                     let outcome: Result<Bool, BlobError>
                     do throws(BlobError) { outcome = .success(try store.put(sha256: sha, contentType: "image/png", bytes: bytes).created) }
@@ -362,7 +363,7 @@ final class BlobDataDirectory {
 final class BlobTestServer {
     let server: Server
     let data: BlobDataDirectory
-    let authorized = Locked<[String]>([])
+    let authorized = LockedValueBox<[String]>([])
 
     final class Application: HTTPApplication {
         let router: HTTPRouter<HubRoutes.Route>

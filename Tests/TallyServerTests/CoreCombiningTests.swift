@@ -1,6 +1,7 @@
 import Dispatch
 import Synchronization
 import Testing
+import TallyConcurrency
 import TallyNet
 import TallyProtocol
 import TallyTestSupport
@@ -28,7 +29,7 @@ struct CoreCombiningTests {
     /// runs, and must get what queued meanwhile once the claim ends.
     @Test func theCoreThreadWaitsForAClaimToEnd() {
         let mailbox = CoreMailbox<Int>()
-        let taken = Locked<[Int]>([])
+        let taken = LockedValueBox<[Int]>([])
         let done = DispatchSemaphore(value: 0)
         #expect(mailbox.claim(orPost: [1]))
         DispatchQueue.global().async {

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Dispatch
 import Testing
+import TallyConcurrency
 import TallyNet
 import TallyProtocol
 @testable import TallyServer
@@ -69,7 +70,7 @@ import TallyTestSupport
     @Test func anUncommittedItemIsFound() throws {
         let entered = DispatchSemaphore(value: 0)
         let released = DispatchSemaphore(value: 0)
-        let holding = Locked(false)
+        let holding = LockedValueBox(false)
         let hooks = StoreTestHooks(beforeCommit: { _ in
             guard holding.withLock({ held in defer { held = false }; return held }) else { return }
             entered.signal()
@@ -85,7 +86,7 @@ import TallyTestSupport
         holding.withLock { $0 = true }
         client.send(#"{"op":"set","id":1,"name":"items/new","data":{"sku":"NEW-1"}}"#)
         #expect(entered.wait(timeout: .now() + 5) == .success, "the commit reached the hook")
-        let answer = Locked<String??>(nil)
+        let answer = LockedValueBox<String??>(nil)
         let done = DispatchSemaphore(value: 0)
         let port = hub.port
         DispatchQueue.global().async {

@@ -1,6 +1,7 @@
 import Dispatch
 @preconcurrency import Glibc
 import Testing
+import TallyConcurrency
 import TallyNet
 import TallyProtocol
 @testable import TallyServer
@@ -283,7 +284,7 @@ private func withFaultyHub(_ kind: StoreKind, disk: DiskFault, directory: Tempor
 /// A disk that fills up and empties again: while `isFull`, every COMMIT
 /// fails with SQLITE_FULL's code and words.
 final class DiskFault: @unchecked Sendable {
-    private let state = Locked((full: false, onLoop: 0, loops: [EventLoop](), holding: false, waiting: false))
+    private let state = LockedValueBox((full: false, onLoop: 0, loops: [EventLoop](), holding: false, waiting: false))
     private let gate = DispatchSemaphore(value: 0)
 
     var isFull: Bool {

@@ -1,4 +1,5 @@
 import Testing
+import TallyConcurrency
 import TallyEngine
 import TallyNet
 import TallyProtocol
@@ -33,12 +34,12 @@ struct RecentKeysTests {
             let retry = try client.ok(#"{"op":"set","name":"k/0","data":{"i":-1},"idem":"key-7"}"#)
             #expect(retry["version"] == 2 && retry["name"] == "k/0", "the first answer again: \(retry.text)")
             // Read the core's map on the core thread, after a write of its own.
-            let counted = OneShotSignal()
-            let left = Locked<Int?>(nil)
+            let counted = CountdownLatch(count: 1)
+            let left = LockedValueBox<Int?>(nil)
             let core = hub.hub.core
             core.submit([Write(name: "probe", action: .set([:]))], as: Actor(user: "test", role: "admin")) { _ in
                 left.withLock { $0 = core.recentKeys.count }
-                counted.signal()
+                counted.countDown()
             }
             counted.wait()
             #expect(left.withLock { $0 } == 0)

@@ -1,4 +1,5 @@
 import Testing
+import TallyConcurrency
 import TallyEngine
 import TallyNet
 import TallyProtocol
@@ -22,8 +23,8 @@ struct StateCacheTests {
 
     @Test func missesReadTheStoreAndTheCacheStaysBounded() throws {
         let store = MemoryStore()
-        let committed = OneShotSignal()
-        store.start { outcome in if outcome.tokens.contains(500) { committed.signal() } }
+        let committed = CountdownLatch(count: 1)
+        store.start { outcome in if outcome.tokens.contains(500) { committed.countDown() } }
         defer { store.close() }
         for i in 1...500 {
             store.submit(StoreUnit(mutations: [.putRecord(Self.record("r/\(i)", i, seq: Int64(i)).stored)],
@@ -146,11 +147,11 @@ struct StateCacheListTests {
     final class Committer {
         let store = MemoryStore()
         /// Signalled by the commit of the unit being waited for.
-        let waiting = Locked<(token: UInt64, signal: OneShotSignal)?>(nil)
+        let waiting = LockedValueBox<(token: UInt64, signal: CountdownLatch)?>(nil)
         init() {
             store.start { [waiting] outcome in
                 waiting.withLock { current in
-                    if let current, outcome.tokens.contains(current.token) { current.signal.signal() }
+                    if let current, outcome.tokens.contains(current.token) { current.signal.countDown() }
                 }
             }
         }
@@ -162,7 +163,7 @@ struct StateCacheListTests {
                 HubCore.mutations(of: edit, list: change.name, into: &mutations)
             }
             let token = UInt64(changes.last!.seq)
-            let signal = OneShotSignal()
+            let signal = CountdownLatch(count: 1)
             waiting.withLock { $0 = (token, signal) }
             store.submit(StoreUnit(mutations: mutations, token: token))
             signal.wait()

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CSQLite
+import TallyConcurrency
 import TallyTestSupport
 import Testing
 @testable import TallyStore
@@ -121,7 +122,7 @@ final class FaultSwitch: Sendable {
     static let full = StoreError(code: SQLITE_FULL, message: "database or disk is full", operation: "commit")
 
     /// Whether commits fail, and how many reached COMMIT.
-    private let state = Guarded((full: false, tried: 0))
+    private let state = LockedValueBox((full: false, tried: 0))
 
     var isFull: Bool {
         get { state.withLock { $0.full } }
