@@ -54,17 +54,22 @@ let package = Package(
                                                     "TallyFileLock", "COpenSSL", "CZlib"],
                 swiftSettings: strict),
         // Load generators behind `tally bench`.
-        .target(name: "TallyBench", dependencies: ["TallyNet", "TallyTLS"], swiftSettings: strict),
-        // The Swift client library: requests, reconnect with resume, observation.
-        .target(name: "TallyClient", dependencies: ["TallyNet", "TallyProtocol", "TallyWebSocket", "TallyTLS"],
+        .target(name: "TallyBench", dependencies: ["TallyNet", "TallyHTTP", "TallyTLS"], swiftSettings: strict),
+        // The Swift client library: requests, reconnect with resume, observation;
+        // the blocking facade and REST/blob calls the one-shot commands use.
+        .target(name: "TallyClient", dependencies: ["TallyNet", "TallyHTTP", "TallyProtocol", "TallyWebSocket", "TallyTLS"],
                 swiftSettings: strict),
         // The offline mirror behind `tally mirror`: local SQLite store, outbox, merge.
         .target(name: "TallyMirror", dependencies: ["TallyClient", "TallyProtocol", "TallySQLite", "TallyFileLock"],
                 swiftSettings: strict),
+        // Intake jobs behind `tally intake`: the outbox of jobs and photos,
+        // the typed request of each stage and the runner that resumes them.
+        .target(name: "TallyIntake", dependencies: ["TallyClient", "TallyHTTP", "TallyProtocol", "TallySQLite", "COpenSSL"],
+                swiftSettings: strict),
         // The command-line front end: argument parsing and output only.
         .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS",
                                                       "TallyProtocol", "TallyStore", "TallyEngine", "TallySQLite",
-                                                      "TallyClient", "TallyMirror"],
+                                                      "TallyClient", "TallyMirror", "TallyIntake"],
                           swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary directories, …).
@@ -83,6 +88,9 @@ let package = Package(
         .testTarget(name: "TallyNetTests", dependencies: ["TallyNet", "TallyServer", "TallyTestSupport"]),
         .testTarget(name: "TallyClientTests",
                     dependencies: ["TallyClient", "TallyServer", "TallyNet", "TallyProtocol", "TallyTestSupport",
+                                   "TallyHubTestSupport"]),
+        .testTarget(name: "TallyIntakeTests",
+                    dependencies: ["TallyIntake", "TallyClient", "TallyServer", "TallyProtocol", "TallyTestSupport",
                                    "TallyHubTestSupport"]),
         .testTarget(name: "TallyMirrorTests",
                     dependencies: ["TallyMirror", "TallyClient", "TallyServer", "TallyProtocol", "TallyTestSupport",

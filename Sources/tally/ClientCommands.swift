@@ -1,6 +1,5 @@
 @preconcurrency import Glibc
-import TallyNet
-import TallyProtocol
+import TallyClient
 
 /// `tally get|set|del|watch|list|emit|on`: the hub's operations from the shell.
 enum ClientCommands {
@@ -46,37 +45,23 @@ enum ClientCommands {
     /// failures to messages and exit statuses: usage mistakes and refused
     /// arguments 2, everything else (unreachable hub, refusals) 1.
     static func perform(_ command: String, _ a: Arguments, _ body: (Context) throws -> Void) throws(UsageError) -> Int32 {
-        let group: EventLoopGroup
-        do { group = try EventLoopGroup(threads: 1) } catch {
-            printError("cannot start: \(error)")
-            return 1
-        }
-        defer { group.shutdown() }
         do {
-            try body(Context(arguments: a, loop: group.next()))
+            try body(Context(arguments: a))
             return 0
         } catch let error as UsageError {
             throw error
-        } catch let error as ProtocolError {
-            printError("\(error.message)\nRun 'tally \(command) --help' for usage.")
-            return 2
-        } catch let error as CLIError {
-            printError(error.message)
-            return 1
         } catch {
-            printError("\(error)")
-            return 1
+            return Failure.report(error, command: command)
         }
     }
 
     struct Context {
         let arguments: Arguments
-        let loop: EventLoop
         var json: Bool { arguments.flag("json") }
-        func connect() throws(CLIError) -> HubClient { try HubClient(access: HubAccess(arguments), loop: loop) }
+        func connect() throws(HubError) -> BlockingTallyClient { try BlockingTallyClient(access: HubAccess(arguments)) }
 
         /// One request on a fresh connection: the reply without `id` and `ok`.
-        func ask(_ message: JSONObject) throws(CLIError) -> JSONObject {
+        func ask(_ message: JSONObject) throws(HubError) -> JSONObject {
             let client = try connect()
             defer { client.close() }
             var reply = try client.request(message)
@@ -176,7 +161,7 @@ enum ClientCommands {
         }
         var firstAttempt = true
         while true {
-            let client: HubClient
+            let client: BlockingTallyClient
             do {
                 client = try c.connect()
             } catch {
@@ -208,7 +193,8 @@ enum ClientCommands {
                     show(change: push, c, &since)
                 }
             } catch {
-                fputs("tally: \(error.message); reconnecting…\n", stderr)
+                client.close()
+                fputs("tally: \(Failure.message(error)); reconnecting…\n", stderr)
                 sleep(1)
             }
         }

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import TallyIntake
 import TallyProtocol
 
 /// `tally intake status [JOB]`: what the outbox knows about each job.
@@ -9,7 +10,7 @@ extension IntakeCommand {
         guard a.positionals.count <= 1 else {
             throw UsageError(message: "intake status takes at most one JOB, not \(a.positionals.count)")
         }
-        let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
+        let outboxPath = try outboxPath(flag: a.string("outbox"))
         // Looking creates nothing: no outbox file means no jobs.
         if access(outboxPath, F_OK) != 0, errno == ENOENT {
             if let wanted = a.positionals.first {

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
+import TallyClient
+import TallyIntake
 import TallyNet
-import TallyProtocol
 
 /// `tally intake new|resume|status`: intake jobs with photos, kept in a
 /// persistent local outbox so a job killed at any point continues from its
@@ -77,14 +78,18 @@ enum IntakeCommand {
         guard photoPaths.count <= IntakePhotos.maxCount else {
             throw UsageError(message: "an intake job takes at most \(IntakePhotos.maxCount) photos, not \(photoPaths.count)")
         }
-        let photos = try photoPaths.map { (path) throws(UsageError) in try IntakePhotos.check(path) }
+        let photos = try photoPaths.map { (path) throws(UsageError) in
+            do throws(IntakePhotos.Unusable) { return try IntakePhotos.check(path) } catch {
+                throw UsageError(message: error.message)
+            }
+        }
         let code = try text(a, "code", max: 512)
         let location = try text(a, "location", max: 1000)
         let gps = try a.string("gps").map { (text) throws(UsageError) in try parseGPS(text) }
         let receive = try a.int("receive", in: 1...1_000_000_000)
         // Refuse a token in plain text before anything is written or sent.
         guard let access = try checkedAccess(a) else { return 1 }
-        let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
+        let outboxPath = try outboxPath(flag: a.string("outbox"))
         let json = a.flag("json")
 
         let outbox: IntakeOutbox
@@ -92,8 +97,10 @@ enum IntakeCommand {
         let lock: OutboxLock
         do throws(OutboxError) {
             outbox = try IntakeOutbox(path: outboxPath)
-            (job, lock) = try createJob(in: outbox, hub: access.httpBase, photos: photos, code: code,
-                                        location: location, gps: gps, receive: receive)
+            (job, lock) = try outbox.createJob(hub: access.httpBase, photos: photos, code: code, location: location,
+                                               gps: gps, receive: receive) { path in
+                fputs("tally: photo '\(path)' has the same bytes as an earlier one: sent once\n", stderr)
+            }
         } catch {
             printError("\(error.message)")
             return 1
@@ -107,40 +114,6 @@ enum IntakeCommand {
                        held: lock)
     }
 
-    /// Copies the photos and stores the job, holding the outbox lock so no
-    /// other process removes a photo file between the copy and the insert;
-    /// returns the job with its run lock already held, so a concurrent
-    /// `resume` cannot take it over before it starts.
-    private static func createJob(in outbox: IntakeOutbox, hub: String, photos: [IntakePhotos.Checked], code: String?,
-                                  location: String?, gps: (lat: Double, lon: Double)?,
-                                  receive: Int?) throws(OutboxError) -> (IntakeJob, OutboxLock) {
-        let lock = try outbox.lockAll()
-        defer { lock.release() }
-        let id = IntakePhotos.randomHex(8)
-        guard let jobLock = try outbox.lockJob(id) else {
-            throw OutboxError("cannot lock the new intake job \(id)")
-        }
-        var stored: [IntakePhoto] = []
-        for photo in photos {
-            let (sha, size) = try IntakePhotos.copy(photo.path, into: outbox.photoDirectory)
-            if stored.contains(where: { $0.sha256 == sha }) {
-                fputs("tally: photo '\(photo.path)' has the same bytes as an earlier one: sent once\n", stderr)
-                continue
-            }
-            stored.append(IntakePhoto(position: stored.count, sha256: sha, size: size, type: photo.type,
-                                      source: absolute(photo.path), uploaded: false))
-        }
-        let now = IntakeOutbox.now()
-        let job = IntakeJob(id: id, hub: hub, created: now, code: code, location: location, gps: gps,
-                            receive: receive, item: code == nil ? "items/\(id)" : nil, newItem: code == nil,
-                            state: .running, reason: nil, photos: stored,
-                            stages: IntakeJob.stages(withCode: code != nil).map {
-                                StageRecord(stage: $0, status: .pending, result: nil, updated: now)
-                            })
-        try outbox.insert(job)
-        return (job, jobLock)
-    }
-
     // MARK: resume
 
     static func resume(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
@@ -151,7 +124,7 @@ enum IntakeCommand {
             throw UsageError(message: "intake resume takes at most one JOB, not \(a.positionals.count)")
         }
         guard let access = try checkedAccess(a) else { return 1 }
-        let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
+        let outboxPath = try outboxPath(flag: a.string("outbox"))
         guard let (outbox, allJobs) = openOutbox(outboxPath) else { return 1 }
         var jobs = allJobs
         let hub = access.httpBase
@@ -189,14 +162,10 @@ enum IntakeCommand {
     /// (the next would fail the same way). Exit status 0 only if all are done.
     private static func runJobs(_ jobs: [IntakeJob], outbox: IntakeOutbox, access: HubAccess, json: Bool,
                                 quiet: Bool, single: Bool, held: OutboxLock? = nil) -> Int32 {
-        let group: EventLoopGroup
-        do { group = try EventLoopGroup(threads: 1) } catch {
-            printError("cannot start: \(error)")
-            return 1
-        }
-        defer { group.shutdown() }
-        let runner = IntakeRunner(outbox: outbox, access: access, loop: group.next())
+        let runner = IntakeRunner(outbox: outbox, access: access)
         runner.verbose = !quiet
+        runner.log = { fputs("tally: \($0)\n", stderr) }
+        runner.checkpoint = { IntakeCrash.point($0) }
         var status: Int32 = 0
         var finished: [IntakeJob] = []
         for var job in jobs {
@@ -235,7 +204,7 @@ enum IntakeCommand {
                 if !json { print(job.record) }
                 status = 1
             case .interrupted(let error):
-                printError("\(error.message)\nintake job \(job.id) is saved in the outbox: run 'tally intake resume' to continue it")
+                printError("\(error)\nintake job \(job.id) is saved in the outbox: run 'tally intake resume' to continue it")
                 if !json { print(job.record) }
                 if json { output(single ? .object(job.json) : .object(["jobs": .array(finished.map { .object($0.json) })])) }
                 return 1
@@ -247,6 +216,28 @@ enum IntakeCommand {
     }
 
     // MARK: Helpers
+
+    /// `--outbox FILE`, else `$TALLY_OUTBOX`, else
+    /// `$XDG_DATA_HOME/tally/outbox.sqlite`, else
+    /// `~/.local/share/tally/outbox.sqlite` (the XDG base directory spec's
+    /// default for user data).
+    static func outboxPath(flag: String?) throws(UsageError) -> String {
+        func env(_ name: String) -> String? {
+            guard let value = getenv(name).map({ String(cString: $0) }), !value.isEmpty else { return nil }
+            return value
+        }
+        if let flag {
+            guard !flag.isEmpty else { throw UsageError(message: "--outbox needs a file name") }
+            return flag
+        }
+        if let file = env("TALLY_OUTBOX") { return file }
+        if let data = env("XDG_DATA_HOME") { return "\(data)/tally/outbox.sqlite" }
+        guard let home = env("HOME") else {
+            throw UsageError(message: "cannot place the intake outbox: HOME is not set; use --outbox FILE or TALLY_OUTBOX")
+        }
+        return "\(home)/.local/share/tally/outbox.sqlite"
+    }
+
 
     /// Takes every `--NAME VALUE` / `--NAME=VALUE` out of the arguments, in
     /// order (Arguments keeps only the last value of an option).
@@ -305,7 +296,7 @@ enum IntakeCommand {
         do {
             try access.checkTransport(access.url)
         } catch {
-            printError(error.message)
+            printError(Failure.message(error))
             return nil
         }
         return access
@@ -322,14 +313,19 @@ enum IntakeCommand {
         }
     }
 
-    private static func absolute(_ path: String) -> String {
-        if path.hasPrefix("/") { return path }
-        guard let cwd = getcwd(nil, 0) else { return path }
-        defer { free(cwd) }
-        return String(cString: cwd) + "/" + path
-    }
-
     static func output(_ value: JSONValue) { ClientCommands.output(value) }
+}
+
+/// Test hook: `TALLY_INTAKE_CRASH_AT=<point>` kills the process with
+/// SIGKILL when it reaches that point (see `IntakeRunner.checkpoint`), so
+/// tests can check that every point is recoverable.
+enum IntakeCrash {
+    static let target: String? = environment("TALLY_INTAKE_CRASH_AT")
+
+    static func point(_ name: String) {
+        guard target == name else { return }
+        kill(getpid(), SIGKILL)
+    }
 }
 
 extension String {

@@ -1,4 +1,6 @@
 @preconcurrency import Glibc
+import TallyClient
+import TallyIntake
 import TallyMirror
 import TallyProtocol
 
@@ -180,7 +182,7 @@ enum MirrorCommand {
     }
 
     /// Opens the store (creating it and its directory when `create`).
-    static func open(_ path: String, create: Bool) throws(CLIError) -> MirrorStore {
+    static func open(_ path: String, create: Bool) throws(HubError) -> MirrorStore {
         if !create, access(path, F_OK) != 0 {
             throw .disconnected("no mirror store at \(path); start one with 'tally mirror run --store \(path) PATTERN…'")
         }
@@ -208,8 +210,8 @@ enum MirrorCommand {
             return 0
         } catch let error as UsageError {
             throw error
-        } catch let error as CLIError {
-            printError(error.message)
+        } catch let error as HubError {
+            printError(Failure.message(error))
             return 1
         } catch let error as MirrorError {
             if case .refused(let refusal) = error, refusal.code == .badPath || refusal.code == .badField || refusal.code == .badName {
@@ -347,7 +349,7 @@ enum MirrorCommand {
     static func status(_ a: Arguments, _ path: String) throws {
         guard a.positionals.isEmpty else { throw UsageError(message: "mirror status takes no arguments") }
         let running: Bool
-        do { running = try MirrorRunLock.isHeld(store: path) } catch { throw CLIError.disconnected(error.message) }
+        do { running = try MirrorRunLock.isHeld(store: path) } catch { throw HubError.disconnected(error.message) }
         guard access(path, F_OK) == 0 else {
             // A 'mirror run' that is just starting has not created it yet.
             if a.flag("json") {

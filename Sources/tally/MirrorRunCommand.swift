@@ -46,7 +46,7 @@ enum MirrorRunCommand {
 
         let store: MirrorStore
         do { store = try MirrorCommand.open(path, create: true) } catch {
-            printError(error.message)
+            printError(Failure.message(error))
             return 1
         }
         let lock: MirrorRunLock
@@ -57,7 +57,7 @@ enum MirrorRunCommand {
             }
             lock = held
         } catch {
-            printError(error.message)
+            printError(Failure.message(error))
             return 1
         }
         defer { lock.release() }
@@ -71,7 +71,7 @@ enum MirrorRunCommand {
             }
             if access.server == nil, let hub = try store.meta("hub") { access.server = hub }
         } catch {
-            printError(error.message)
+            printError(Failure.message(error))
             return 1
         }
         guard !patterns.isEmpty else {
@@ -79,7 +79,7 @@ enum MirrorRunCommand {
         }
         let url = access.url
         do { try access.checkTransport(url) } catch {
-            printError(error.message)
+            printError(Failure.message(error))
             return 1
         }
 
@@ -96,7 +96,7 @@ enum MirrorRunCommand {
         configuration.options.connectTimeoutMillis = 6_000
         let fetchAccess = access
         configuration.fetchWorkflows = {
-            guard let response = try? HTTPClient(access: fetchAccess).get("/v1/workflows"), response.status == 200 else {
+            guard let response = try? RESTClient(access: fetchAccess).get("/v1/workflows"), response.status == 200 else {
                 return nil
             }
             return try? JSONValue.parse(response.body)

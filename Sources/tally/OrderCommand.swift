@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import TallyClient
 import TallyMirror
 import TallyProtocol
 
@@ -138,7 +139,7 @@ enum OrderCommand {
     /// The hub's `orders/` workflow (`GET /v1/workflows`), or the shipped one
     /// when the hub cannot say.
     static func ordersWorkflow(_ c: ClientCommands.Context) -> WorkflowRule? {
-        let catalog = (try? HTTPClient(access: HubAccess(c.arguments)).get("/v1/workflows"))
+        let catalog = (try? RESTClient(access: HubAccess(c.arguments)).get("/v1/workflows"))
             .flatMap { $0.status == 200 ? try? JSONValue.parse($0.body) : nil }
             .flatMap(WorkflowCatalog.init(json:)) ?? .shipped
         return catalog.rule(for: "orders/x")

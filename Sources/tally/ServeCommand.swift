@@ -199,7 +199,7 @@ enum ServeCommand {
             throw UsageError(message: "--demo-interval goes with --demo")
         }
         let open = configuration.core.authenticator == nil
-        if open, !HubAccess.isLoopback(server.host), !arguments.flag("open") {
+        if open, !HostLiteral.isLoopback(server.host), !arguments.flag("open") {
             printError("refusing to serve \(server.host) without authentication: anyone who can reach it could change everything. Add users to a --config file (README, \"Config file\"), bind 127.0.0.1, or pass --open if this network is trusted")
             return 2
         }
@@ -232,7 +232,7 @@ enum ServeCommand {
                                               "auth": configuration.core.authenticator.map { "tokens (\($0.users.count) users)" } ?? "open"])
         print("tally listening on \(scheme)://\(host):\(hub.port)")
         if open {
-            print("open mode: no users configured, so there is no authentication and every client acts as admin\(HubAccess.isLoopback(server.host) ? " (loopback only)" : " (--open)")")
+            print("open mode: no users configured, so there is no authentication and every client acts as admin\(HostLiteral.isLoopback(server.host) ? " (loopback only)" : " (--open)")")
         }
         fflush(stdout)
 

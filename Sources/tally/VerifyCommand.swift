@@ -35,15 +35,13 @@ enum VerifyCommand {
             var access = HubAccess(a)
             if access.server == nil {
                 guard let hub = try store.meta("hub") else {
-                    throw CLIError.disconnected("the mirror \(path) has never run against a hub; give --server URL")
+                    throw HubError.disconnected("the mirror \(path) has never run against a hub; give --server URL")
                 }
                 access.server = hub
             }
             let patterns = (try store.meta("patterns")).flatMap { try? JSONValue.parse($0) }?.arrayValue?.compactMap(\.stringValue) ?? []
             let scope = MirrorComparison.scope(patterns: patterns, catalog: try store.workflows())
-            let group = try EventLoopGroup(threads: 1)
-            defer { group.shutdown() }
-            let client = try HubClient(access: access, loop: group.next())
+            let client = try BlockingTallyClient(access: access)
             defer { client.close() }
 
             var differences: [MirrorDifference] = []
@@ -83,16 +81,12 @@ enum VerifyCommand {
             return differences.isEmpty ? 0 : 1
         } catch let error as UsageError {
             throw error
-        } catch let error as CLIError {
-            printError(error.message)
-            return 3
         } catch {
-            printError("\(error)")
-            return 3
+            return Failure.report(error, command: "verify", failure: 3)
         }
     }
 
-    static func hubRecords(_ client: HubClient, prefix: String) throws(CLIError) -> [RecordEnvelope] {
+    static func hubRecords(_ client: BlockingTallyClient, prefix: String) throws(HubError) -> [RecordEnvelope] {
         var records: [RecordEnvelope] = []
         var after: String?
         while true {
@@ -106,7 +100,7 @@ enum VerifyCommand {
         }
     }
 
-    static func hubRecord(_ client: HubClient, _ name: String) throws(CLIError) -> RecordEnvelope? {
+    static func hubRecord(_ client: BlockingTallyClient, _ name: String) throws(HubError) -> RecordEnvelope? {
         do {
             return RecordEnvelope(json: try client.request(["op": "get", "name": .string(name)]))
         } catch where error.code == "not_found" {
@@ -114,7 +108,7 @@ enum VerifyCommand {
         }
     }
 
-    static func hubList(_ client: HubClient, _ name: String) throws(CLIError) -> ListEnvelope? {
+    static func hubList(_ client: BlockingTallyClient, _ name: String) throws(HubError) -> ListEnvelope? {
         do {
             return ListEnvelope(json: try client.wholeList(name))
         } catch where error.code == "not_found" {

@@ -3,10 +3,12 @@
 /// Shows each photo upload on stderr: a progress bar redrawn in place when
 /// stderr is a terminal, else one line per photo when it is stored (logs
 /// and pipes get no carriage returns).
-final class UploadProgress {
+public final class UploadProgress {
+    public init() {}
+
     private let isTerminal = isatty(STDERR_FILENO) == 1
     /// Nothing at all (`--quiet`).
-    var quiet = false
+    public var quiet = false
     private var label = ""
     private var lastDraw: Int64 = 0
     private var lastPercent = -1
@@ -53,7 +55,7 @@ final class UploadProgress {
         drawn = false
     }
 
-    static func size(_ bytes: Int) -> String {
+    public static func size(_ bytes: Int) -> String {
         if bytes < 1024 { return "\(bytes) B" }
         if bytes < 1 << 20 { return "\(bytes >> 10) KiB" }
         let tenths = bytes * 10 / (1 << 20)
