@@ -56,7 +56,8 @@ let package = Package(
         // Load generators behind `tally bench`.
         .target(name: "TallyBench", dependencies: ["TallyNet", "TallyHTTP", "TallyTLS"], swiftSettings: strict),
         // The Swift client library: requests, reconnect with resume, observation;
-        // the blocking facade and REST/blob calls the one-shot commands use.
+        // the blocking facade and REST/blob calls the one-shot commands use;
+        // the one outbox replay loop (OutboxReplay) the mirror and intake share.
         .target(name: "TallyClient", dependencies: ["TallyNet", "TallyHTTP", "TallyProtocol", "TallyWebSocket", "TallyTLS"],
                 swiftSettings: strict),
         // The offline mirror behind `tally mirror`: local SQLite store, outbox, merge.

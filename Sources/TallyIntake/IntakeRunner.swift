@@ -72,22 +72,35 @@ public final class IntakeRunner {
 
     /// Runs the job's pending stages in order until it is done, failed, or
     /// interrupted. Outbox failures (the local disk) throw.
+    ///
+    /// The stages are the job's outbox entries, replayed by the client
+    /// stack's `OutboxReplay` one at a time: a stage leaves the line once
+    /// the outbox recorded the hub's answer; a failure that `ReplayFailure`
+    /// keeps stops the run with the stage still pending (the next `resume`
+    /// sends it again with its key); one it sets aside fails the job.
     public func run(_ job: inout IntakeJob) throws(OutboxError) -> Outcome {
-        while job.state == .running, let stage = job.nextStage {
+        var replay = OutboxReplay<PendingStage>(window: 1)
+        replay.enqueue(PendingStage.pending(in: job))
+        while job.state == .running, let pending = replay.takeSendable().first {
+            let stage = pending.stage
             do throws(StageError) {
                 try perform(stage, &job)
                 try point("\(stage.rawValue):confirmed")
+                replay.settle(pending.replayID)
             } catch {
                 switch error {
                 case .transient(let error):
+                    replay.putBack(pending)
                     hub?.close()
                     hub = nil
                     return .interrupted(error)
                 case .permanent(let reason):
+                    replay.settle(pending.replayID)
                     try fail(&job, at: stage, reason: reason)
                     try removePhotos()
                     return .failed(reason)
                 case .failedOnHub(let reason):
+                    replay.settle(pending.replayID)
                     try outbox.finish(&job, state: .failed, stage: stage, reason: reason)
                     try removePhotos()
                     return .failed(reason)
@@ -378,21 +391,34 @@ public final class IntakeRunner {
         error["code"]?.stringValue == "conflict" && error["index"]?.numberValue?.int64Value == Int64(index)
     }
 
-    /// Transient: the network, the hub's storage or shutdown, a token to
-    /// fix (`unauthorized`), HTTP 5xx. Everything else is the hub saying
-    /// no to this request, which sending it again will not change.
+    /// The outbox replay's rule (`ReplayFailure`): transient for the
+    /// network, the hub's storage or shutdown, a token to fix
+    /// (`unauthorized`), HTTP 5xx; everything else is the hub saying no to
+    /// this request, which sending it again will not change.
     static func classify(_ error: HubError, status: Int? = nil) -> StageError {
-        guard case .refused(let object) = error else { return .transient(error) }
-        let code = object["code"]?.stringValue ?? ""
-        if ["storage_failed", "shutting_down", "unauthorized", "timeout", "too_many_requests"].contains(code)
-            || (status ?? 0) >= 500 || status == 429 || status == 408 {
-            return .transient(error)
+        switch ReplayFailure(error, httpStatus: status) {
+        case .keep: .transient(error)
+        case .setAside: .permanent(error.description)
         }
-        return .permanent(error.description)
     }
 
     private func say(_ line: String) {
         guard verbose else { return }
         log(line)
+    }
+}
+
+/// A stage of a job still to confirm, as an outbox entry: in stage order,
+/// all on the job's record.
+struct PendingStage: OutboxReplayable {
+    var stage: IntakeStage
+    var replayID: Int64
+    var replayLane: String
+
+    /// The job's stages not yet confirmed, in order.
+    static func pending(in job: IntakeJob) -> [PendingStage] {
+        job.stages.enumerated().compactMap { index, row in
+            row.status == .confirmed ? nil : PendingStage(stage: row.stage, replayID: Int64(index), replayLane: job.record)
+        }
     }
 }

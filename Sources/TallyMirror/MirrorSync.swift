@@ -60,13 +60,9 @@ public final class MirrorSync: @unchecked Sendable {
 
     var live = false
     var stopped = false
-    /// Bumped at every connection change: replies from before are stale.
-    var epoch = 0
-    var inflight: [Int64: OutboxEntry] = [:]
-    var inflightNames: Set<String> = []
-    /// Pending entries read from the store, not yet sent, in outbox order.
-    var loaded: [OutboxEntry] = []
-    var maxLoadedID: Int64 = 0
+    /// The outbox's replay: entries read from the store and not yet sent,
+    /// those in flight, and the epoch a reply must carry to be current.
+    var replay: OutboxReplay<OutboxEntry>
     /// Entries the hub confirmed, to remove in the next transaction.
     var completed: [(entry: OutboxEntry, result: WriteResult?)] = []
     var flushScheduled = false
@@ -90,6 +86,7 @@ public final class MirrorSync: @unchecked Sendable {
     public init(store: MirrorStore, configuration: Configuration) throws(MirrorError) {
         self.store = store
         self.configuration = configuration
+        replay = OutboxReplay(window: configuration.window)
         do { catalog = try store.workflows() } catch { throw .store(error) }
         var options = configuration.options
         options.helloExtras = { [store] in
@@ -185,7 +182,7 @@ public final class MirrorSync: @unchecked Sendable {
         switch state {
         case .live:
             live = true
-            epoch += 1
+            replay.restart()
             connectAttempt = 1
             try? store.setMeta(["online": "1", "connected": "\(MirrorStore.now())"])
             configuration.log?("live: \(configuration.url)")
@@ -197,8 +194,7 @@ public final class MirrorSync: @unchecked Sendable {
         case .reconnecting(let attempt, let delay):
             if live || attempt == 1 { configuration.log?("offline: \(reason ?? "connection lost"); retrying") }
             live = false
-            epoch += 1
-            requeueInflight()
+            replay.restart()
             var values: [String: String?] = ["online": "0"]
             if let reason { values["last_error"] = reason; values["last_error_at"] = "\(MirrorStore.now())" }
             try? store.setMeta(values)
