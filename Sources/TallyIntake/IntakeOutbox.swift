@@ -31,14 +31,12 @@ public final class IntakeOutbox {
     /// needed) and brings the schema up to date.
     public init(path: String) throws(OutboxError) {
         self.path = path
-        let directory = Self.directory(of: path)
+        let directory = LocalDirectory.of(file: path)
         var stem = String(path.split(separator: "/").last ?? "outbox")
         if stem.hasSuffix(".sqlite") { stem.removeLast(7) }
         photoDirectory = "\(directory)/\(stem)-photos"
         lockDirectory = "\(directory)/\(stem)-locks"
-        try Self.makeDirectories(directory)
-        try Self.makeDirectories(photoDirectory)
-        try Self.makeDirectories(lockDirectory)
+        for made in [directory, photoDirectory, lockDirectory] { try LocalDirectory.create(made, as: OutboxError.self) }
         // Another tally process may hold the write lock for a moment.
         db = try SQLiteDatabase(path: path, label: "intake outbox", busyTimeoutMillis: 10_000)
         try migrate()
@@ -268,22 +266,6 @@ public final class IntakeOutbox {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-
-    public static func directory(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
-
-    /// mkdir -p, private to the user (0700): the photos are theirs.
-    public static func makeDirectories(_ path: String) throws(OutboxError) {
-        var current = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
-            current += "/\(component)"
-            if mkdir(current, 0o700) != 0, errno != EEXIST {
-                throw OutboxError("cannot create the directory '\(current)': \(String(cString: strerror(errno)))")
-            }
-        }
     }
 }
 

@@ -45,13 +45,12 @@ public final class IntakeRunner {
     public let access: HubAccess
     let http: RESTClient
     private var hub: BlockingTallyClient?
-    private let progress = UploadProgress()
-    /// Stage lines and upload progress on stderr (off with --quiet).
-    public var verbose = true {
-        didSet { progress.quiet = !verbose }
-    }
+    /// Stage lines and upload progress (off with --quiet).
+    public var verbose = true
     /// Where stage lines go (`tally: …` on stderr in the CLI).
     public var log: (String) -> Void = { _ in }
+    /// Where photo upload progress goes (a bar on stderr in the CLI).
+    public var onUpload: (PhotoUploadEvent) -> Void = { _ in }
     /// Called at every point a crash can leave the job at (`create:sent`,
     /// `upload:2`, `done:confirmed`, …): the CLI's `TALLY_INTAKE_CRASH_AT`
     /// kills the process there; tests throw `Interruption` to stop there.
@@ -238,27 +237,26 @@ public final class IntakeRunner {
         }
         defer { close(fd) }
         let label = "photo \(photo.position + 1)/\(total)"
-        progress.start(label: label, size: photo.size)
+        report(.started(label: label, size: photo.size))
         let response: HTTPClientResponse
         do {
-            let progress = self.progress
             response = try http.put("/v1/blobs/\(photo.sha256)", body: .file(fd: fd, size: photo.size),
                                     headers: [("Content-Type", photo.type),
                                               ("Idempotency-Key", "\(job.key(.upload))/\(photo.sha256)")],
-                                    progress: { sent, size in progress.update(sent: sent, total: size) })
+                                    progress: { [self] sent, size in report(.sent(sent, of: size)) })
         } catch {
-            progress.abandon()
+            report(.abandoned)
             throw .transient(error)
         }
         guard response.status == 200 || response.status == 201 else {
-            progress.abandon()
+            report(.abandoned)
             throw Self.classify(response.refusal, status: response.status)
         }
         if let stored = response.json?["sha256"]?.stringValue, stored != photo.sha256 {
-            progress.abandon()
+            report(.abandoned)
             throw .permanent("the hub stored \(label) as \(stored), not \(photo.sha256)")
         }
-        progress.finish(label: label, sha256: photo.sha256, size: photo.size, new: response.status == 201)
+        report(.stored(label: label, sha256: photo.sha256, size: photo.size, new: response.status == 201))
         try point("upload:\(photo.position + 1)")
         do { try outbox.markUploaded(&job, position: photo.position) } catch { throw .local(error) }
     }
@@ -405,6 +403,11 @@ public final class IntakeRunner {
     private func say(_ line: String) {
         guard verbose else { return }
         log(line)
+    }
+
+    private func report(_ event: PhotoUploadEvent) {
+        guard verbose else { return }
+        onUpload(event)
     }
 }
 

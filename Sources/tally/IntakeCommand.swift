@@ -165,6 +165,8 @@ enum IntakeCommand {
         let runner = IntakeRunner(outbox: outbox, access: access)
         runner.verbose = !quiet
         runner.log = { fputs("tally: \($0)\n", stderr) }
+        let progress = UploadProgress()
+        runner.onUpload = { progress.show($0) }
         runner.checkpoint = { IntakeCrash.point($0) }
         var status: Int32 = 0
         var finished: [IntakeJob] = []

@@ -1,6 +1,5 @@
 @preconcurrency import Glibc
 import TallyClient
-import TallyIntake
 import TallyMirror
 import TallyProtocol
 
@@ -181,19 +180,6 @@ enum MirrorCommand {
         return "\(home)/.local/share/tally/mirror.sqlite"
     }
 
-    /// Opens the store (creating it and its directory when `create`).
-    static func open(_ path: String, create: Bool) throws(HubError) -> MirrorStore {
-        if !create, access(path, F_OK) != 0 {
-            throw .disconnected("no mirror store at \(path); start one with 'tally mirror run --store \(path) PATTERN…'")
-        }
-        if create {
-            do { try IntakeOutbox.makeDirectories(IntakeOutbox.directory(of: path)) } catch {
-                throw .disconnected(error.message)
-            }
-        }
-        do { return try MirrorStore(path: path) } catch { throw .disconnected(error.message) }
-    }
-
     /// Runs one command, mapping failures to messages and exit statuses:
     /// usage mistakes 2, refusals and store failures 1.
     static func perform(_ sub: String, _ a: Arguments) throws(UsageError) -> Int32 {
@@ -241,7 +227,7 @@ enum MirrorCommand {
         let p = a.positionals
         guard p.count == 1 else { throw UsageError(message: "mirror get needs exactly one record name") }
         try Names.validate(p[0], field: "NAME")
-        let store = try open(path, create: false)
+        let store = try MirrorStore.open(path, create: false)
         guard let record = try store.record(p[0]), let data = record.data else {
             throw MirrorError.refused(ProtocolError(.notFound, "\(p[0]) is not in the mirror \(path)"))
         }
@@ -268,7 +254,7 @@ enum MirrorCommand {
         guard p.count <= 1 else { throw UsageError(message: "mirror ls takes at most one PREFIX") }
         let prefix = p.first ?? ""
         if !prefix.isEmpty { try Names.validatePrefix(prefix, field: "PREFIX") }
-        let store = try open(path, create: false)
+        let store = try MirrorStore.open(path, create: false)
         if a.flag("lists") {
             let lists = try store.lists(prefix: prefix)
             if a.flag("json") {
@@ -332,7 +318,7 @@ enum MirrorCommand {
         if let idem, idem.isEmpty || idem.utf8.count > 200 {
             throw UsageError(message: "--idem must be 1 to 200 bytes")
         }
-        let store = try open(path, create: true)
+        let store = try MirrorStore.open(path, create: true)
         let result = try store.write(command, ifVersion: ifVersion, idem: idem, reason: a.string("reason"))
         if a.flag("json") {
             var body: JSONObject = ["name": .string(result.name), "version": .int(result.version), "seq": .int(result.seq),
@@ -361,7 +347,7 @@ enum MirrorCommand {
             }
             return print("mirror \(path): offline (no mirror store yet\(running ? "; mirror run is starting" : ""))")
         }
-        let store = try open(path, create: false)
+        let store = try MirrorStore.open(path, create: false)
         let onlineFlag = try store.meta("online")
         let online = running && onlineFlag == "1"
         let cursors = try store.cursors()
@@ -404,7 +390,7 @@ enum MirrorCommand {
             guard let take = a.string("take"), take == "local" || take == "hub" else {
                 throw UsageError(message: "conflicts resolve needs --take local or --take hub")
             }
-            let store = try open(path, create: false)
+            let store = try MirrorStore.open(path, create: false)
             let mirror = try store.meta("client") ?? "mirror:\(path)"
             let conflict = try store.resolveConflict(p[1], take: take == "local" ? .client : .hub, mirror: mirror)
             if a.flag("json") { return ClientCommands.output(.object(conflict.json)) }
@@ -413,7 +399,7 @@ enum MirrorCommand {
             return
         }
         guard p.isEmpty else { throw UsageError(message: "mirror conflicts takes no arguments (or: resolve ID --take local|hub)") }
-        let store = try open(path, create: false)
+        let store = try MirrorStore.open(path, create: false)
         let list = try store.conflicts(includeResolved: a.flag("all"))
         if a.flag("json") { return ClientCommands.output(.object(["conflicts": .array(list.map { .object($0.json) })])) }
         if list.isEmpty { return print("no \(a.flag("all") ? "" : "open ")conflicts") }

@@ -45,7 +45,7 @@ enum MirrorRunCommand {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
 
         let store: MirrorStore
-        do { store = try MirrorCommand.open(path, create: true) } catch {
+        do { store = try MirrorStore.open(path, create: true) } catch {
             printError(Failure.message(error))
             return 1
         }

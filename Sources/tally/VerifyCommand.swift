@@ -31,7 +31,7 @@ enum VerifyCommand {
         try a.noPositionals("verify")
         let path = try MirrorCommand.storePath(a)
         do {
-            let store = try MirrorCommand.open(path, create: false)
+            let store = try MirrorStore.open(path, create: false)
             var access = HubAccess(a)
             if access.server == nil {
                 guard let hub = try store.meta("hub") else {
