@@ -125,7 +125,7 @@ enum BenchCommand {
       --json                print the result as JSON instead of tables
     """
 
-    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let which = args.first, which != "--help", which != "help" else { print(help); return 0 }
         switch which {
         case "echo": return try echo(args.dropFirst())
@@ -139,7 +139,7 @@ enum BenchCommand {
         }
     }
 
-    private static func echo(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    private static func echo(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "bench echo",
                               valued: ["url", "connections", "messages", "size", "threads"],
                               flags: ["no-compression", "insecure", "help"])
@@ -163,12 +163,11 @@ enum BenchCommand {
             ]), terminator: "")
             return 0
         } catch {
-            printError("\(error)")
-            return 1
+            throw CommandFailure.benchmark(nil, error)
         }
     }
 
-    private static func connections(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    private static func connections(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "bench connections",
                               valued: ["url", "count", "server-pid", "concurrency", "threads", "subprotocol"],
                               flags: ["compression", "insecure", "help"])
@@ -182,25 +181,25 @@ enum BenchCommand {
         if a.flag("insecure") { bench.tls = try? TLSContext.client(verifyPeer: false) }
         if let subprotocol = a.string("subprotocol") { bench.subprotocols = [subprotocol] }
         raiseDescriptorLimit()
+        let r: ConnectionsBenchmark.Result
         do {
             let group = try EventLoopGroup(threads: try a.int("threads", in: 1...64) ?? 2)
-            let r = try bench.run(group: group) { opened in
+            r = try bench.run(group: group) { opened in
                 fputs("\r  opened \(opened)", stderr)
             }
-            fputs("\n", stderr)
-            let perConnection = r.bytesPerConnection.map { format($0 / 1024, 2) } ?? "n/a"
-            print(renderTable([
-                ["connections", "failed", "open time (s)", "server RSS before (KiB)", "after (KiB)",
-                 "KiB per connection", "new connection (ms)", "echo (ms)"],
-                [String(r.opened), String(r.failed), format(r.seconds, 2), r.rssBeforeKiB.map(String.init) ?? "n/a",
-                 r.rssAfterKiB.map(String.init) ?? "n/a", perConnection, format(r.newConnectionMillis, 2),
-                 r.echoMillis.map { format($0, 2) } ?? "n/a"],
-            ]), terminator: "")
-            return r.failed == 0 ? 0 : 1
         } catch {
-            printError("\(error)")
-            return 1
+            throw CommandFailure.benchmark(nil, error)
         }
+        fputs("\n", stderr)
+        let perConnection = r.bytesPerConnection.map { format($0 / 1024, 2) } ?? "n/a"
+        print(renderTable([
+            ["connections", "failed", "open time (s)", "server RSS before (KiB)", "after (KiB)",
+             "KiB per connection", "new connection (ms)", "echo (ms)"],
+            [String(r.opened), String(r.failed), format(r.seconds, 2), r.rssBeforeKiB.map(String.init) ?? "n/a",
+             r.rssAfterKiB.map(String.init) ?? "n/a", perConnection, format(r.newConnectionMillis, 2),
+             r.echoMillis.map { format($0, 2) } ?? "n/a"],
+        ]), terminator: "")
+        return r.failed == 0 ? 0 : 1
     }
 
     private static func progress(_ line: String) { fputs("  \(line)\n", stderr) }
@@ -260,68 +259,29 @@ enum BenchCommand {
             brokers.append(broker)
         }
         raiseDescriptorLimit()
+        var template = FanoutBenchmark(broker: .tally, mode: .events)
+        template.rate = rate
+        template.drainSeconds = drain
+        template.threads = threads
+        template.compression = a.flag("compression")
+        template.durability = durability
+        var bench = FanoutRounds(template: template)
+        (bench.modes, bench.subscriberCounts, bench.brokers) = (modes, counts, brokers)
+        (bench.rounds, bench.seconds) = (rounds, duration)
+        let outcome = bench.run(log: progress) { round, error in Failure.warn(CommandFailure.benchmark(round, error)) }
         var rows: [[String]] = [["broker", "mode", "subscribers", "updates/s", "expected", "delivered", "loss %",
                                  "p50 (ms)", "p99 (ms)", "max (ms)", "idle CPU %", "broker CPU (s)", "CPU/msg (µs)",
                                  "Tally ÷ Mosquitto"]]
-        var failed = false
-        for mode in modes {
-            for count in counts {
-                // The brokers take turns, `rounds` times, each round a share
-                // of the duration: both then meet the same slow drifts of a
-                // shared machine, and each row pools its broker's rounds.
-                var byBroker: [BrokerProcess.Kind: [FanoutBenchmark.Result]] = [:]
-                var bench = FanoutBenchmark(broker: .tally, mode: mode)
-                bench.subscribers = count
-                bench.rate = rate
-                bench.seconds = duration / Double(rounds)
-                bench.drainSeconds = drain
-                bench.threads = threads
-                bench.compression = a.flag("compression")
-                bench.durability = durability
-                for round in 1...rounds {
-                    for broker in brokers {
-                        bench.broker = broker
-                        if rounds > 1 { progress("round \(round) of \(rounds)") }
-                        if let r = fanoutRound(bench) { byBroker[broker, default: []].append(r) } else { failed = true }
-                    }
-                }
-                if rounds > 1, let t = byBroker[.tally], let m = byBroker[.mosquitto], t.count == m.count {
-                    let ratios = zip(t, m).map { format($0.cpuMicrosPerDelivery / $1.cpuMicrosPerDelivery, 2) + "×" }
-                    progress("\(mode.rawValue), \(count) subscribers: Tally ÷ Mosquitto by round \(ratios.joined(separator: ", "))")
-                }
-                let results = brokers.compactMap { byBroker[$0].flatMap(FanoutBenchmark.pooled) }
-                let mosquitto = results.first { $0.broker == .mosquitto }
-                for r in results {
-                    var ratio = ""
-                    if r.broker == .tally, let m = mosquitto { ratio = format(r.cpuMicrosPerDelivery / m.cpuMicrosPerDelivery, 2) + "×" }
-                    rows.append([r.broker.rawValue, r.mode.rawValue, String(r.subscribers), String(r.rate),
-                                 String(r.expected), String(r.delivered), format(r.lossPercent, 2),
-                                 format(r.latency.p50 / 1000, 2), format(r.latency.p99 / 1000, 2),
-                                 format(r.latency.max / 1000, 1), format(r.idleCPU * 100, 1), format(r.brokerCPUSeconds, 2),
-                                 format(r.cpuMicrosPerDelivery, 2), ratio])
-                }
-            }
+        for row in outcome.rows {
+            let r = row.result
+            rows.append([r.broker.rawValue, r.mode.rawValue, String(r.subscribers), String(r.rate),
+                         String(r.expected), String(r.delivered), format(r.lossPercent, 2),
+                         format(r.latency.p50 / 1000, 2), format(r.latency.p99 / 1000, 2),
+                         format(r.latency.max / 1000, 1), format(r.idleCPU * 100, 1), format(r.brokerCPUSeconds, 2),
+                         format(r.cpuMicrosPerDelivery, 2), row.tallyOverMosquitto.map { format($0, 2) + "×" } ?? ""])
         }
         print(renderTable(rows), terminator: "")
-        return failed ? 1 : 0
-    }
-
-    /// One round of `bench`, with warnings about its load on stderr; nil
-    /// (and the error printed) when it could not run.
-    private static func fanoutRound(_ bench: FanoutBenchmark) -> FanoutBenchmark.Result? {
-        do {
-            let r = try bench.run(log: progress)
-            if r.publisherErrors > 0 || r.unparsed > 0 || r.droppedConnections > 0 {
-                progress("\(r.publisherErrors) publisher errors, \(r.unparsed) unparsed messages, \(r.droppedConnections) connections dropped by the broker")
-            }
-            if r.publishSeconds > bench.seconds * 1.05 + 0.1 {
-                progress("publishing took \(format(r.publishSeconds, 2)) s instead of \(format(bench.seconds, 2)) s (the publisher fell behind)")
-            }
-            return r
-        } catch {
-            printError("fanout \(bench.broker.rawValue) \(bench.mode.rawValue) \(bench.subscribers): \(error)")
-            return nil
-        }
+        return outcome.failed ? 1 : 0
     }
 
     private static func writes(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
@@ -360,7 +320,7 @@ enum BenchCommand {
                              r.commits.map(String.init) ?? "n/a", perCommit, meanCommit])
                 if r.errors > 0 { failed = true }
             } catch {
-                printError("writes \(count): \(error)")
+                Failure.warn(CommandFailure.benchmark("writes \(count)", error))
                 failed = true
             }
         }
@@ -368,7 +328,7 @@ enum BenchCommand {
         return failed ? 1 : 0
     }
 
-    private static func startup(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    private static func startup(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "bench startup",
                               valued: ["records", "starts", "connections", "fill-durability"], flags: ["orders", "help"])
         if a.flag("help") { print(help); return 0 }
@@ -407,12 +367,11 @@ enum BenchCommand {
             print(renderTable(rows), terminator: "")
             return 0
         } catch {
-            printError("startup: \(error)")
-            return 1
+            throw CommandFailure.benchmark("startup", error)
         }
     }
 
-    private static func soak(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    private static func soak(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "bench soak",
                               valued: ["seconds", "writers", "rate", "subscribers", "reconnecting", "reconnect-every",
                                        "interval", "durability", "threads", "url", "hub-pid"],
@@ -451,8 +410,7 @@ enum BenchCommand {
         raiseDescriptorLimit()
         let r: SoakBenchmark.Result
         do { r = try bench.run(log: progress) } catch {
-            printError("soak: \(error)")
-            return 1
+            throw CommandFailure.benchmark("soak", error)
         }
         func mib(_ kib: Int) -> String { format(Double(kib) / 1024, 1) }
         var rows: [[String]] = [["time (s)", "RSS (MiB)", "writes", "pushes", "resumes"]]

@@ -133,7 +133,7 @@ enum MirrorCommand {
         """,
     ]
 
-    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let sub = args.first, !sub.hasPrefix("-") else {
             if args.contains("--help") || args.contains("-h") {
                 print(usage)
@@ -180,8 +180,9 @@ enum MirrorCommand {
         return "\(home)/.local/share/tally/mirror.sqlite"
     }
 
-    /// Runs one command, mapping failures to messages and exit statuses:
-    /// usage mistakes 2, refusals and store failures 1.
+    /// Runs one command, mapping failures to messages and exit statuses
+    /// (`Failure`): usage mistakes and refused names and paths 2, other
+    /// refusals and store failures 1.
     static func perform(_ sub: String, _ a: Arguments) throws(UsageError) -> Int32 {
         do {
             let path = try storePath(a)
@@ -196,22 +197,8 @@ enum MirrorCommand {
             return 0
         } catch let error as UsageError {
             throw error
-        } catch let error as HubError {
-            printError(Failure.message(error))
-            return 1
-        } catch let error as MirrorError {
-            if case .refused(let refusal) = error, refusal.code == .badPath || refusal.code == .badField || refusal.code == .badName {
-                printError("\(refusal.message)\nRun 'tally mirror \(sub) --help' for usage.")
-                return 2
-            }
-            printError(error.description)
-            return 1
-        } catch let error as ProtocolError {
-            printError("\(error.message)\nRun 'tally mirror \(sub) --help' for usage.")
-            return 2
         } catch {
-            printError("\(error)")
-            return 1
+            return Failure.report(error, command: "mirror \(sub)")
         }
     }
 

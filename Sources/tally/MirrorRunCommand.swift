@@ -8,7 +8,7 @@ import TallyProtocol
 /// `tally mirror run`: starts `MirrorSync` on the store and waits for
 /// SIGINT/SIGTERM (or a fatal store error).
 enum MirrorRunCommand {
-    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func run(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "mirror run",
                               valued: HubAccess.valuedOptions.union(["store", "policy"]),
                               flags: HubAccess.flagOptions.union(["help", "quiet"]))
@@ -44,44 +44,22 @@ enum MirrorRunCommand {
         for signal in [SIGINT, SIGTERM, SIGUSR1] { sigaddset(&signals, signal) }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
 
-        let store: MirrorStore
-        do { store = try MirrorStore.open(path, create: true) } catch {
-            printError(Failure.message(error))
-            return 1
-        }
-        let lock: MirrorRunLock
-        do {
-            guard let held = try MirrorRunLock.acquire(store: path) else {
-                printError("another 'tally mirror run' is using \(path) (only one may run per store); 'tally mirror status --store \(path)' shows it")
-                return 1
-            }
-            lock = held
-        } catch {
-            printError(Failure.message(error))
-            return 1
-        }
+        let store = try MirrorStore.open(path, create: true)
+        guard let lock = try MirrorRunLock.acquire(store: path) else { throw CommandFailure.mirrorRunning(store: path) }
         defer { lock.release() }
 
         var patterns = a.positionals
         var access = HubAccess(a)
-        do {
-            if patterns.isEmpty, let stored = try store.meta("patterns"),
-               let list = (try? JSONValue.parse(stored))?.arrayValue?.compactMap(\.stringValue) {
-                patterns = list
-            }
-            if access.server == nil, let hub = try store.meta("hub") { access.server = hub }
-        } catch {
-            printError(Failure.message(error))
-            return 1
+        if patterns.isEmpty, let stored = try store.meta("patterns"),
+           let list = (try? JSONValue.parse(stored))?.arrayValue?.compactMap(\.stringValue) {
+            patterns = list
         }
+        if access.server == nil, let hub = try store.meta("hub") { access.server = hub }
         guard !patterns.isEmpty else {
             throw UsageError(message: "mirror run needs at least one PATTERN (e.g. orders/ items/)")
         }
         let url = access.url
-        do { try access.checkTransport(url) } catch {
-            printError(Failure.message(error))
-            return 1
-        }
+        try access.checkTransport(url)
 
         let quiet = a.flag("quiet")
         let progress = ResyncDisplay(quiet: quiet)
@@ -109,8 +87,7 @@ enum MirrorRunCommand {
         }
         let sync: MirrorSync
         do { sync = try MirrorSync(store: store, configuration: configuration) } catch {
-            printError(error.description)
-            return 1
+            throw CommandFailure.mirrorStart(error)
         }
         if !quiet {
             fputs("tally: mirroring \(patterns.joined(separator: " ")) from \(url) into \(path)\n", stderr)
@@ -120,10 +97,7 @@ enum MirrorRunCommand {
         var received: Int32 = 0
         while sigwait(&signals, &received) != 0 {}
         sync.stop()
-        if let message = fatal.withLock({ $0 }) {
-            printError("mirror run stopped: \(message)")
-            return 1
-        }
+        if let message = fatal.withLock({ $0 }) { throw CommandFailure.mirrorStopped(message) }
         if !quiet { fputs("tally: mirror run stopped (\(received == SIGINT ? "interrupted" : "terminated")); the store is consistent\n", stderr) }
         return 0
     }
