@@ -154,13 +154,7 @@ enum BenchCommand {
         raiseDescriptorLimit()
         do {
             let group = try EventLoopGroup(threads: try a.int("threads", in: 1...64) ?? 1)
-            let r = try bench.run(group: group)
-            print(renderTable([
-                ["connections", "size (B)", "messages", "seconds", "msgs/s", "p50 (µs)", "p90 (µs)", "p99 (µs)", "max (µs)"],
-                [String(bench.connections), String(bench.size), String(r.messages), format(r.seconds, 2),
-                 format(r.messagesPerSecond, 0), format(r.latency.p50), format(r.latency.p90),
-                 format(r.latency.p99), format(r.latency.max)],
-            ]), terminator: "")
+            print(renderTable(bench.report(try bench.run(group: group))), terminator: "")
             return 0
         } catch {
             throw CommandFailure.benchmark(nil, error)
@@ -191,14 +185,7 @@ enum BenchCommand {
             throw CommandFailure.benchmark(nil, error)
         }
         fputs("\n", stderr)
-        let perConnection = r.bytesPerConnection.map { format($0 / 1024, 2) } ?? "n/a"
-        print(renderTable([
-            ["connections", "failed", "open time (s)", "server RSS before (KiB)", "after (KiB)",
-             "KiB per connection", "new connection (ms)", "echo (ms)"],
-            [String(r.opened), String(r.failed), format(r.seconds, 2), r.rssBeforeKiB.map(String.init) ?? "n/a",
-             r.rssAfterKiB.map(String.init) ?? "n/a", perConnection, format(r.newConnectionMillis, 2),
-             r.echoMillis.map { format($0, 2) } ?? "n/a"],
-        ]), terminator: "")
+        print(renderTable(r.report), terminator: "")
         return r.failed == 0 ? 0 : 1
     }
 
@@ -217,6 +204,15 @@ enum BenchCommand {
         }
         guard !list.isEmpty else { throw UsageError(message: "--\(name) needs at least one number") }
         return list
+    }
+
+    /// `--durability`: full (the default), normal or off.
+    private static func durabilityMode(_ a: Arguments) throws(UsageError) -> String {
+        let mode = a.string("durability") ?? "full"
+        guard ["full", "normal", "off"].contains(mode) else {
+            throw UsageError(message: "--durability must be full, normal or off, not '\(mode)'")
+        }
+        return mode
     }
 
     private static func seconds(_ a: Arguments, _ name: String, default value: Double) throws(UsageError) -> Double {
@@ -240,10 +236,7 @@ enum BenchCommand {
         let drain = try seconds(a, "drain", default: 2)
         let threads = try a.int("threads", in: 1...64) ?? 1
         let rounds = try a.int("rounds", in: 1...100) ?? 3
-        let durability = a.string("durability") ?? "full"
-        guard ["full", "normal", "off"].contains(durability) else {
-            throw UsageError(message: "--durability must be full, normal or off, not '\(durability)'")
-        }
+        let durability = try durabilityMode(a)
         var modes: [FanoutBenchmark.Mode] = []
         for name in (a.string("mode") ?? "events").split(separator: ",") {
             guard let mode = FanoutBenchmark.Mode(rawValue: String(name)) else {
@@ -269,18 +262,7 @@ enum BenchCommand {
         (bench.modes, bench.subscriberCounts, bench.brokers) = (modes, counts, brokers)
         (bench.rounds, bench.seconds) = (rounds, duration)
         let outcome = bench.run(log: progress) { round, error in Failure.warn(CommandFailure.benchmark(round, error)) }
-        var rows: [[String]] = [["broker", "mode", "subscribers", "updates/s", "expected", "delivered", "loss %",
-                                 "p50 (ms)", "p99 (ms)", "max (ms)", "idle CPU %", "broker CPU (s)", "CPU/msg (µs)",
-                                 "Tally ÷ Mosquitto"]]
-        for row in outcome.rows {
-            let r = row.result
-            rows.append([r.broker.rawValue, r.mode.rawValue, String(r.subscribers), String(r.rate),
-                         String(r.expected), String(r.delivered), format(r.lossPercent, 2),
-                         format(r.latency.p50 / 1000, 2), format(r.latency.p99 / 1000, 2),
-                         format(r.latency.max / 1000, 1), format(r.idleCPU * 100, 1), format(r.brokerCPUSeconds, 2),
-                         format(r.cpuMicrosPerDelivery, 2), row.tallyOverMosquitto.map { format($0, 2) + "×" } ?? ""])
-        }
-        print(renderTable(rows), terminator: "")
+        print(renderTable(outcome.report), terminator: "")
         return outcome.failed ? 1 : 0
     }
 
@@ -291,16 +273,11 @@ enum BenchCommand {
         try a.noPositionals("bench writes")
         let counts = try intList(a, "writers", default: [1, 10, 100], in: 1...10_000)
         let duration = try seconds(a, "seconds", default: 10)
-        let durability = a.string("durability") ?? "full"
-        guard ["full", "normal", "off"].contains(durability) else {
-            throw UsageError(message: "--durability must be full, normal or off, not '\(durability)'")
-        }
+        let durability = try durabilityMode(a)
         let records = try a.int("records", in: 1...100_000_000)
         let threads = try a.int("threads", in: 1...64) ?? 1
         raiseDescriptorLimit()
-        var rows: [[String]] = [["writers", "records", "durability", "acked writes", "errors", "writes/s", "p50 (ms)",
-                                 "p99 (ms)", "max (ms)", "hub CPU (s)", "CPU/write (µs)", "commits", "writes/commit",
-                                 "mean commit (ms)"]]
+        var rows = [WriteBenchmark.reportHeader]
         var failed = false
         for count in counts {
             var bench = WriteBenchmark()
@@ -311,13 +288,7 @@ enum BenchCommand {
             bench.threads = threads
             do {
                 let r = try bench.run(log: progress)
-                let perCommit = r.commits.map { $0 > 0 ? format(Double(r.acknowledged) / Double($0), 1) : "n/a" } ?? "n/a"
-                let meanCommit = r.commits.flatMap { c in r.commitSeconds.map { c > 0 ? format($0 * 1000 / Double(c), 2) : "n/a" } } ?? "n/a"
-                rows.append([String(count), records.map { "random of \($0)" } ?? "1000 per writer", durability,
-                             String(r.acknowledged), String(r.errors), format(r.writesPerSecond, 0),
-                             format(r.latency.p50 / 1000, 2), format(r.latency.p99 / 1000, 2),
-                             format(r.latency.max / 1000, 1), format(r.hubCPUSeconds, 2), format(r.cpuMicrosPerWrite, 1),
-                             r.commits.map(String.init) ?? "n/a", perCommit, meanCommit])
+                rows.append(bench.reportRow(r))
                 if r.errors > 0 { failed = true }
             } catch {
                 Failure.warn(CommandFailure.benchmark("writes \(count)", error))
@@ -343,28 +314,7 @@ enum BenchCommand {
         bench.fillDurability = a.string("fill-durability") ?? "full"
         raiseDescriptorLimit()
         do {
-            let r = try bench.run(log: progress)
-            let orders = bench.kind == .orders
-            var header = [orders ? "finished orders" : "records", "store size (MiB)", "fill time (s)",
-                          orders ? "fill orders/s" : "fill records/s", "hub CPU filling (s)", "start",
-                          "exec → listening (ms)", "exec → first get (ms)"]
-            if orders { header.append("exec → first order (ms)") }
-            header.append("RSS after get (MiB)")
-            var rows: [[String]] = [header]
-            for (i, s) in r.starts.enumerated() {
-                var row = [i == 0 ? String(r.records) : "", i == 0 ? format(Double(r.storeBytes) / 1_048_576, 1) : "",
-                           i == 0 ? format(r.fillSeconds, 1) : "", i == 0 ? format(Double(r.records) / r.fillSeconds, 0) : "",
-                           i == 0 ? format(r.fillCPUSeconds, 1) : "", String(i + 1),
-                           format(s.listeningSeconds * 1000, 1), format(s.firstGetSeconds * 1000, 1)]
-                if orders { row.append(s.firstOrderSeconds.map { format($0 * 1000, 1) } ?? "n/a") }
-                row.append(s.rssKiB.map { format(Double($0) / 1024, 1) } ?? "n/a")
-                rows.append(row)
-            }
-            var median = ["", "", "", "", "", "median", format(r.medianListening * 1000, 1), format(r.medianFirstGet * 1000, 1)]
-            if orders { median.append(r.medianFirstOrder.map { format($0 * 1000, 1) } ?? "n/a") }
-            median.append("")
-            rows.append(median)
-            print(renderTable(rows), terminator: "")
+            print(renderTable(bench.report(try bench.run(log: progress))), terminator: "")
             return 0
         } catch {
             throw CommandFailure.benchmark("startup", error)
@@ -397,10 +347,7 @@ enum BenchCommand {
             guard interval >= 0.5 else { throw UsageError(message: "--interval must be at least 0.5 seconds") }
             bench.sampleSeconds = interval
         }
-        bench.durability = a.string("durability") ?? "full"
-        guard ["full", "normal", "off"].contains(bench.durability) else {
-            throw UsageError(message: "--durability must be full, normal or off, not '\(bench.durability)'")
-        }
+        bench.durability = try durabilityMode(a)
         bench.threads = try a.int("threads", in: 1...64) ?? 1
         switch (a.string("url"), try a.int("hub-pid", in: 1...Int(Int32.max))) {
         case (let url?, let pid?): bench.hub = (url, Int32(pid))
@@ -412,23 +359,9 @@ enum BenchCommand {
         do { r = try bench.run(log: progress) } catch {
             throw CommandFailure.benchmark("soak", error)
         }
-        func mib(_ kib: Int) -> String { format(Double(kib) / 1024, 1) }
-        var rows: [[String]] = [["time (s)", "RSS (MiB)", "writes", "pushes", "resumes"]]
-        for s in r.samples {
-            let time = s.seconds == s.seconds.rounded() ? format(s.seconds, 0) : format(s.seconds, 1)
-            rows.append([time, mib(s.rssKiB), String(s.writes), String(s.pushes), String(s.resumes)])
-        }
-        rows.append(["clients gone", r.idleRSSKiB.map(mib) ?? "n/a", "", "", ""])
-        print(renderTable(rows))
-        print(renderTable([
-            ["RSS start (MiB)", "RSS half (MiB)", "RSS end (MiB)", "growth 2nd half (%)", "max RSS (MiB)", "writes/s",
-             "pushes", "resumes", "hub CPU (s)", "errors"],
-            [mib(r.start.rssKiB), mib(r.half.rssKiB), mib(r.end.rssKiB), format(r.secondHalfGrowthPercent, 1),
-             mib(r.maxRSSKiB), format(r.writesPerSecond, 0), String(r.pushes), String(r.resumes),
-             format(r.hubCPUSeconds, 1), String(r.errors)],
-        ]), terminator: "")
-        for (kind, count) in r.problems.counts.sorted(by: { $0.key < $1.key }) { progress("\(count) × \(kind)") }
-        for example in r.problems.examples { progress(example) }
+        print(renderTable(r.samplesReport))
+        print(renderTable(r.summaryReport), terminator: "")
+        r.problemLines.forEach(progress)
         return r.errors == 0 ? 0 : 1
     }
 
