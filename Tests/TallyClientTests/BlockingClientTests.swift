@@ -103,3 +103,49 @@ struct BlockingClientTests {
         #expect(metrics.status == 200 && String(decoding: metrics.body, as: UTF8.self).contains("tally_"))
     }
 }
+
+/// `tally watch`'s follower: a lost connection is replaced and the
+/// subscription resumed from the last seq seen.
+@Suite("BlockingFollower", .serialized)
+struct BlockingFollowerTests {
+    @Test func aLostConnectionResumesWithoutGapsOrRepeats() throws {
+        let hub = try RestartableHub.temporary(prefix: "follower-hub")
+        let access = HubAccess(server: hub.url)
+        func write(_ name: String) throws {
+            let writer = try BlockingTallyClient(access: access)
+            defer { writer.close() }
+            _ = try writer.request(["op": "set", "name": .string(name), "data": ["qty": 1]])
+        }
+        var follower = BlockingFollower(access: access, subscribe: ["op": "subscribe", "prefix": "items/"], since: nil)
+        var changes: [String] = []
+        var reconnects = 0
+        var failure: (any Error)?
+        try follower.run { event in
+            do {
+                switch event {
+                case .snapshot:
+                    try write("items/a")
+                case .change(let change):
+                    changes.append(change["name"]?.stringValue ?? "?")
+                    if changes.count == 1 { hub.stop() }
+                    return changes.count < 2
+                case .lost:
+                    try hub.start()
+                    try write("items/b")
+                case .reconnected:
+                    reconnects += 1
+                case .resnapshot:
+                    Issue.record("the hub's log reaches back: no resnapshot")
+                }
+                return true
+            } catch {
+                failure = error
+                return false
+            }
+        }
+        #expect(failure == nil, "\(String(describing: failure))")
+        #expect(changes == ["items/a", "items/b"])
+        #expect(reconnects == 1)
+        #expect(follower.since != nil)
+    }
+}
