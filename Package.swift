@@ -46,14 +46,15 @@ let package = Package(
         // Durable storage: SQLite (WAL, group commit) and an in-memory twin.
         .target(name: "TallyStore", dependencies: ["CSQLite", "TallyProtocol"], swiftSettings: strict),
         // The SQLite connection the CLI's own files share (the mirror's store,
-        // the intake outbox): WAL + synchronous=FULL, transactions, typed errors.
+        // the intake outbox): WAL + synchronous=FULL, transactions, typed errors;
+        // the private directories those files live in.
         .target(name: "TallySQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // One process per data directory or mirror store: an exclusive lock file naming its holder.
         .target(name: "TallyFileLock", swiftSettings: strict),
         .target(name: "TallyServer", dependencies: ["TallyNet", "TallyEngine", "TallyProtocol", "TallyStore",
                                                     "TallyFileLock", "COpenSSL", "CZlib"],
                 swiftSettings: strict),
-        // Load generators behind `tally bench`.
+        // Load generators behind `tally bench`, and the tables they report.
         .target(name: "TallyBench", dependencies: ["TallyNet", "TallyHTTP", "TallyTLS"], swiftSettings: strict),
         // The Swift client library: requests, reconnect with resume, observation;
         // the blocking facade and REST/blob calls the one-shot commands use;

@@ -124,6 +124,22 @@ public final class BlockingTallyClient: Sendable {
         return reply
     }
 
+    /// Every record a `get` of many asks for (a prefix or a live query), a
+    /// page of at most 1,000 at a time in name order (`limit`, then
+    /// `after` the last one: PROTOCOL.md, "get"), each page handed to
+    /// `page` as it arrives.
+    public func forEachPage(_ message: JSONObject, _ page: ([JSONObject]) throws -> Void) throws {
+        var message = message
+        message["limit"] = 1000
+        while true {
+            let reply = try request(message)
+            let records = (reply["records"]?.arrayValue ?? []).compactMap(\.objectValue)
+            try page(records)
+            guard reply["more"] == .bool(true), let last = records.last?["name"]?.stringValue else { return }
+            message["after"] = .string(last)
+        }
+    }
+
     /// The next push (change, query or event), in the order the hub sent
     /// them; nil when `timeoutMillis` passes; `.disconnected` once the
     /// connection is gone and every push before that was taken.

@@ -281,13 +281,7 @@ extension MirrorSync {
     /// The same entry and field always name the same conflict, so a merge
     /// done again after a crash records it once.
     static func conflictID(_ idem: String, _ field: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in "\(idem)|\(field)".utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        let digits = Array("0123456789abcdef")
-        return String((0..<16).map { digits[Int((hash >> (60 - UInt64($0) * 4)) & 0xf)] })
+        hashHex("\(idem)|\(field)", digits: 16)
     }
 }
 

@@ -100,6 +100,32 @@ public final class MirrorSync: @unchecked Sendable {
         }
     }
 
+    /// `mirror:<host>:<hash of the store's absolute path>`: the same mirror
+    /// gets the same id on every run.
+    public static func clientID(store path: String) -> String {
+        var host = [CChar](repeating: 0, count: 256)
+        gethostname(&host, host.count - 1)
+        let hostname = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var absolute = path
+        if let resolved = realpath(path, nil) {
+            absolute = String(cString: resolved)
+            free(resolved)
+        }
+        return "mirror:\(hostname):\(hashHex(absolute, digits: 12))"
+    }
+
+    /// The first `digits` hex digits of the text's 64-bit FNV-1a hash: a
+    /// stable name derived from the text (not a secret).
+    static func hashHex(_ text: String, digits: Int) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let hex = Array("0123456789abcdef")
+        return String((0..<min(digits, 16)).map { hex[Int((hash >> (60 - UInt64($0) * 4)) & 0xf)] })
+    }
+
     // MARK: Lifecycle
 
     /// Records the run's settings, subscribes (resuming from the stored

@@ -25,6 +25,16 @@ enum CommandFailure: Error {
     case mirrorStart(MirrorError)
     /// The mirror's sync stopped for good (its store failed).
     case mirrorStopped(String)
+    /// `intake status JOB` without an outbox file.
+    case noIntakeOutbox(job: String, path: String)
+    /// No job in the outbox has that id (or id prefix).
+    case noIntakeJob(String, outbox: String)
+    /// `intake resume JOB` of a job that failed for good.
+    case intakeJobFailed(IntakeJob)
+    /// `intake resume JOB` of a job bound to another hub than `here`.
+    case intakeJobElsewhere(IntakeJob, here: String)
+    /// The outbox could not record a job's progress; the job is kept.
+    case intakeOutbox(OutboxError, job: String)
 }
 
 /// The one mapping from every error a command ends with to the message
@@ -97,6 +107,16 @@ enum Failure {
             error.description
         case .mirrorStopped(let reason):
             "mirror run stopped: \(reason)"
+        case .noIntakeOutbox(let job, let path):
+            "no intake job '\(job)': there is no outbox at \(path) (see --outbox)"
+        case .noIntakeJob(let job, let outbox):
+            "no intake job '\(job)' in the outbox \(outbox) (see 'tally intake status')"
+        case .intakeJobFailed(let job):
+            "intake job \(job.id) failed and cannot be resumed: \(job.reason ?? "no reason recorded"); start a new job with 'tally intake new'"
+        case .intakeJobElsewhere(let job, let here):
+            "intake job \(job.id) belongs to the hub at \(job.hub), not \(here): run 'tally intake resume \(job.id) --server \(job.hub)'"
+        case .intakeOutbox(let error, let job):
+            "\(error.message); the job is kept: run 'tally intake resume \(job)' once this is fixed"
         }
     }
 }

@@ -164,20 +164,8 @@ enum MirrorCommand {
 
     /// `--store`, else `$TALLY_MIRROR`, else the XDG data directory.
     static func storePath(_ a: Arguments) throws(UsageError) -> String {
-        func env(_ name: String) -> String? {
-            guard let value = getenv(name).map({ String(cString: $0) }), !value.isEmpty else { return nil }
-            return value
-        }
-        if let flag = a.string("store") {
-            guard !flag.isEmpty else { throw UsageError(message: "--store needs a file name") }
-            return flag
-        }
-        if let file = env("TALLY_MIRROR") { return file }
-        if let data = env("XDG_DATA_HOME") { return "\(data)/tally/mirror.sqlite" }
-        guard let home = env("HOME") else {
-            throw UsageError(message: "cannot place the mirror store: HOME is not set; use --store FILE or TALLY_MIRROR")
-        }
-        return "\(home)/.local/share/tally/mirror.sqlite"
+        try Arguments.dataFile(a.string("store"), option: "store", variable: "TALLY_MIRROR", name: "mirror.sqlite",
+                               what: "the mirror store")
     }
 
     /// Runs one command, mapping failures to messages and exit statuses
@@ -321,53 +309,23 @@ enum MirrorCommand {
 
     static func status(_ a: Arguments, _ path: String) throws {
         guard a.positionals.isEmpty else { throw UsageError(message: "mirror status takes no arguments") }
-        let running: Bool
-        do { running = try MirrorRunLock.isHeld(store: path) } catch { throw HubError.disconnected(error.message) }
-        guard access(path, F_OK) == 0 else {
+        let status = try MirrorStatus.read(store: path)
+        if a.flag("json") { return ClientCommands.output(.object(status.json)) }
+        guard status.exists else {
             // A 'mirror run' that is just starting has not created it yet.
-            if a.flag("json") {
-                return ClientCommands.output(.object([
-                    "store": .string(path), "online": false, "running": .bool(running), "server": .null, "lastSeq": 0,
-                    "outbox": 0, "failed": 0, "conflicts": 0, "lastError": .null, "patterns": .array([]), "client": .null,
-                    "resync": .null, "exists": false,
-                ]))
-            }
-            return print("mirror \(path): offline (no mirror store yet\(running ? "; mirror run is starting" : ""))")
+            return print("mirror \(path): offline (no mirror store yet\(status.running ? "; mirror run is starting" : ""))")
         }
-        let store = try MirrorStore.open(path, create: false)
-        let onlineFlag = try store.meta("online")
-        let online = running && onlineFlag == "1"
-        let cursors = try store.cursors()
-        let lastSeq = Int64(try store.meta("last_seq") ?? "") ?? cursors.values.max() ?? 0
-        let depth = try store.outboxDepth()
-        let failed = try store.failedEntries().count
-        let conflicts = try store.conflicts().count
-        let lastError = try store.meta("last_error")
-        let patterns = (try store.meta("patterns")).flatMap { try? JSONValue.parse($0) } ?? .array([])
-        // Stored by the run as it goes; a run that was killed left its last one behind.
-        let resync = running ? (try store.meta("resync")).flatMap { try? JSONValue.parse($0) }?.objectValue
-            .flatMap(ResyncState.init(json:)) : nil
-        var body: JSONObject = [
-            "store": .string(path), "online": .bool(online), "running": .bool(running),
-            "server": (try store.meta("hub")).map(JSONValue.string) ?? .null, "lastSeq": .int(lastSeq),
-            "outbox": .int(depth), "failed": .int(Int64(failed)), "conflicts": .int(Int64(conflicts)),
-            "lastError": lastError.map(JSONValue.string) ?? .null, "patterns": patterns,
-            "client": (try store.meta("client")).map(JSONValue.string) ?? .null,
-            "resync": resync.map { .object($0.json) } ?? .null,
-        ]
-        if let at = (try store.meta("last_error_at")).flatMap({ Int64($0) }) { body["lastErrorAt"] = .int(at) }
-        if a.flag("json") { return ClientCommands.output(.object(body)) }
-        let state = online ? "online" : running ? "offline (mirror run is reconnecting)" : "offline (no mirror run on this store)"
+        let state = status.online ? "online" : status.running ? "offline (mirror run is reconnecting)" : "offline (no mirror run on this store)"
+        let (depth, failed, conflicts) = (status.outbox, status.failed, status.conflicts)
         print("mirror \(path): \(state)")
-        print("  hub          \(body["server"]?.stringValue ?? "(never run)")")
-        let names = patterns.arrayValue?.compactMap(\.stringValue) ?? []
-        print("  patterns     \(names.isEmpty ? "(none)" : names.joined(separator: " "))")
-        print("  last seq     \(lastSeq)")
+        print("  hub          \(status.server ?? "(never run)")")
+        print("  patterns     \(status.patterns.isEmpty ? "(none)" : status.patterns.joined(separator: " "))")
+        print("  last seq     \(status.lastSeq)")
         print("  outbox       \(depth) write\(depth == 1 ? "" : "s") waiting")
         if failed > 0 { print("  refused      \(failed) write\(failed == 1 ? "" : "s") the hub refused (see the log of mirror run)") }
         print("  conflicts    \(conflicts) open\(conflicts > 0 ? " ('tally mirror conflicts' lists them)" : "")")
-        print("  last error   \(lastError ?? "none")")
-        if let resync { print("  resync       \(resync.summary)") }
+        print("  last error   \(status.lastError ?? "none")")
+        if let resync = status.resync { print("  resync       \(resync.summary)") }
     }
 
     static func conflicts(_ a: Arguments, _ path: String) throws {

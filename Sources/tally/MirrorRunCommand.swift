@@ -65,7 +65,7 @@ enum MirrorRunCommand {
         let progress = ResyncDisplay(quiet: quiet)
         let fatal = Mutex<String?>(nil)
         var configuration = MirrorSync.Configuration(url: url, token: access.token,
-                                                     clientID: clientID(store: path), patterns: patterns)
+                                                     clientID: MirrorSync.clientID(store: path), patterns: patterns)
         configuration.serverLabel = access.server ?? url
         configuration.policies = PolicyTable(policies)
         configuration.options.requestTimeoutMillis = 15_000
@@ -73,12 +73,7 @@ enum MirrorRunCommand {
         configuration.options.idleTimeoutMillis = 10_000
         configuration.options.connectTimeoutMillis = 6_000
         let fetchAccess = access
-        configuration.fetchWorkflows = {
-            guard let response = try? RESTClient(access: fetchAccess).get("/v1/workflows"), response.status == 200 else {
-                return nil
-            }
-            return try? JSONValue.parse(response.body)
-        }
+        configuration.fetchWorkflows = { WorkflowCatalog.fetchJSON(fetchAccess) }
         configuration.progress = { progress.show($0) }
         configuration.log = { line in if !quiet { progress.log(line) } }
         configuration.fatal = { message in
@@ -100,27 +95,6 @@ enum MirrorRunCommand {
         if let message = fatal.withLock({ $0 }) { throw CommandFailure.mirrorStopped(message) }
         if !quiet { fputs("tally: mirror run stopped (\(received == SIGINT ? "interrupted" : "terminated")); the store is consistent\n", stderr) }
         return 0
-    }
-
-    /// `mirror:<host>:<hash of the store's absolute path>`: the same mirror
-    /// gets the same id on every run.
-    static func clientID(store path: String) -> String {
-        var host = [CChar](repeating: 0, count: 256)
-        gethostname(&host, host.count - 1)
-        let hostname = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        var absolute = path
-        if let resolved = realpath(path, nil) {
-            absolute = String(cString: resolved)
-            free(resolved)
-        }
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in absolute.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        let digits = Array("0123456789abcdef")
-        let hex = String((0..<12).map { digits[Int((hash >> (60 - UInt64($0) * 4)) & 0xf)] })
-        return "mirror:\(hostname):\(hex)"
     }
 }
 

@@ -16,7 +16,7 @@ enum ResolveCommand {
     \(HubAccess.help)
     """
 
-    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func run(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "resolve", valued: HubAccess.valuedOptions,
                               flags: HubAccess.flagOptions.union(["json", "help"]))
         if a.flag("help") { print(help); return 0 }
@@ -26,7 +26,7 @@ enum ResolveCommand {
         guard !code.isEmpty, code.utf8.count <= 2048 else {
             throw UsageError(message: "CODE must be 1 to 2048 bytes")
         }
-        guard let access = try IntakeCommand.checkedAccess(a) else { return 1 }
+        let access = try IntakeCommand.checkedAccess(a)
         let response: HTTPClientResponse
         do {
             response = try RESTClient(access: access).get("/v1/resolve/\(RESTClient.percentEncode(code))")

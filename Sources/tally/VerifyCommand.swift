@@ -39,27 +39,9 @@ enum VerifyCommand {
                 }
                 access.server = hub
             }
-            let patterns = (try store.meta("patterns")).flatMap { try? JSONValue.parse($0) }?.arrayValue?.compactMap(\.stringValue) ?? []
-            let scope = MirrorComparison.scope(patterns: patterns, catalog: try store.workflows())
             let client = try BlockingTallyClient(access: access)
             defer { client.close() }
-
-            var differences: [MirrorDifference] = []
-            for prefix in scope.prefixes {
-                differences += MirrorComparison.records(mirror: try store.records(prefix: prefix),
-                                                        hub: try hubRecords(client, prefix: prefix))
-            }
-            for name in scope.records {
-                let hub = try hubRecord(client, name).map { [$0] } ?? []
-                let local = try store.record(name).map { [$0] } ?? []
-                differences += MirrorComparison.records(mirror: local, hub: hub)
-            }
-            for name in scope.lists {
-                if let difference = MirrorComparison.list(name: name, mirror: try store.list(name), hub: try hubList(client, name)) {
-                    differences.append(difference)
-                }
-            }
-            let depth = try store.outboxDepth()
+            let (differences, patterns, depth) = try MirrorComparison.compare(store, with: client)
             if a.flag("json") {
                 ClientCommands.output(.object([
                     "equal": .bool(differences.isEmpty), "outbox": .int(depth),
@@ -72,7 +54,7 @@ enum VerifyCommand {
                     }),
                 ]))
             } else if differences.isEmpty {
-                print("the mirror \(path) and the hub agree (\(scope.prefixes.count + scope.records.count) pattern\(scope.prefixes.count + scope.records.count == 1 ? "" : "s"))")
+                print("the mirror \(path) and the hub agree (\(patterns) pattern\(patterns == 1 ? "" : "s"))")
             } else {
                 for difference in differences { print(difference.description) }
                 print("\(differences.count) difference\(differences.count == 1 ? "" : "s")"
@@ -83,36 +65,6 @@ enum VerifyCommand {
             throw error
         } catch {
             return Failure.report(error, command: "verify", failure: 3)
-        }
-    }
-
-    static func hubRecords(_ client: BlockingTallyClient, prefix: String) throws(HubError) -> [RecordEnvelope] {
-        var records: [RecordEnvelope] = []
-        var after: String?
-        while true {
-            var message: JSONObject = ["op": "get", "prefix": .string(prefix), "limit": 1000]
-            if let after { message["after"] = .string(after) }
-            let reply = try client.request(message)
-            let page = (reply["records"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(RecordEnvelope.init(json:)) }
-            records += page
-            guard reply["more"] == .bool(true), let last = page.last else { return records }
-            after = last.name
-        }
-    }
-
-    static func hubRecord(_ client: BlockingTallyClient, _ name: String) throws(HubError) -> RecordEnvelope? {
-        do {
-            return RecordEnvelope(json: try client.request(["op": "get", "name": .string(name)]))
-        } catch where error.code == "not_found" {
-            return nil
-        }
-    }
-
-    static func hubList(_ client: BlockingTallyClient, _ name: String) throws(HubError) -> ListEnvelope? {
-        do {
-            return ListEnvelope(json: try client.wholeList(name))
-        } catch where error.code == "not_found" {
-            return nil
         }
     }
 }

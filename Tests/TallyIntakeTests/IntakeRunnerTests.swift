@@ -179,6 +179,34 @@ struct IntakeRunnerTests {
         try fixture.hub.start()
         guard case .done = try runner.run(&job) else { Issue.record("not done after the hub came back"); return }
     }
+
+    /// Several jobs: a busy one is skipped, an interrupted one ends the run
+    /// (the next would meet the same network), the rest resume later.
+    @Test func aRunOfJobsSkipsBusyOnesAndStopsAtTheFirstInterruption() throws {
+        let fixture = try IntakeFixture()
+        let jobs = try (0..<3).map { _ in try fixture.newJob(photos: 1) }
+        let busy = try #require(try fixture.outbox.lockJob(jobs[0].id))
+        fixture.hub.stop()
+        let runner = IntakeRunner(outbox: fixture.outbox, access: fixture.access)
+        var events: [String] = []
+        func note(_ event: IntakeRunner.JobEvent) {
+            switch event {
+            case .busy(let job): events.append("busy \(job.id)")
+            case .starting(let job): events.append("starting \(job.id)")
+            case .ran(let job, .done): events.append("done \(job.id)")
+            case .ran(let job, .interrupted): events.append("interrupted \(job.id)")
+            case .ran(let job, .failed): events.append("failed \(job.id)")
+            }
+        }
+        try runner.run(jobs) { note($0) }
+        #expect(events == ["busy \(jobs[0].id)", "starting \(jobs[1].id)", "interrupted \(jobs[1].id)"])
+        busy.release()
+        try fixture.hub.start()
+        events = []
+        try runner.run(jobs) { note($0) }
+        #expect(events == jobs.flatMap { ["starting \($0.id)", "done \($0.id)"] })
+        #expect(try fixture.outbox.jobs().allSatisfy { $0.state == .done })
+    }
 }
 
 @Suite("IntakeRequests")
