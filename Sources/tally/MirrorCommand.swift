@@ -203,25 +203,17 @@ enum MirrorCommand {
         guard p.count == 1 else { throw UsageError(message: "mirror get needs exactly one record name") }
         try Names.validate(p[0], field: "NAME")
         let store = try MirrorStore.open(path, create: false)
-        guard let record = try store.record(p[0]), let data = record.data else {
-            throw MirrorError.refused(ProtocolError(.notFound, "\(p[0]) is not in the mirror \(path)"))
+        let copy = try store.localCopy(p[0])
+        var envelope: JSONObject = ["name": .string(copy.record.name), "version": .int(copy.record.version),
+                                    "seq": .int(copy.record.seq), "pending": .bool(copy.pending)]
+        var value = JSONValue.object(copy.data)
+        if let text = a.string("path") {
+            value = try copy.value(at: try parsePath(text), text: text)
+            (envelope["path"], envelope["value"]) = (.string(text), value)
+        } else {
+            envelope["data"] = value
         }
-        let pending = try !store.pendingEntries(name: p[0]).isEmpty
-        var envelope: JSONObject = ["name": .string(record.name), "version": .int(record.version), "seq": .int(record.seq),
-                                    "pending": .bool(pending)]
-        if let pathText = a.string("path") {
-            let parsed = try parsePath(pathText)
-            guard let value = JSONValue.object(data).value(at: parsed) else {
-                throw MirrorError.refused(ProtocolError(.notFound, "\(p[0]) has no value at \(pathText) in the mirror"))
-            }
-            envelope["path"] = .string(pathText)
-            envelope["value"] = value
-            if a.flag("json") { return ClientCommands.output(.object(envelope)) }
-            return ClientCommands.output(value, pretty: true)
-        }
-        envelope["data"] = .object(data)
-        if a.flag("json") { return ClientCommands.output(.object(envelope)) }
-        ClientCommands.output(.object(data), pretty: true)
+        ClientCommands.output(a.flag("json") ? .object(envelope) : value, pretty: !a.flag("json"))
     }
 
     static func ls(_ a: Arguments, _ path: String) throws {
@@ -232,22 +224,15 @@ enum MirrorCommand {
         let store = try MirrorStore.open(path, create: false)
         if a.flag("lists") {
             let lists = try store.lists(prefix: prefix)
-            if a.flag("json") {
-                return ClientCommands.output(.object(["lists": .array(lists.map { list in
-                    .object(["list": .string(list.name), "version": .int(list.version), "seq": .int(list.seq),
-                             "entries": .array(list.entries.map(JSONValue.string))])
-                })]))
-            }
+            if a.flag("json") { return ClientCommands.output(.object(["lists": .array(lists.map { .object($0.json) })])) }
             for list in lists { print("\(list.name)  v\(list.version)  \(list.entries.count) entries") }
             return
         }
         let records = try store.records(prefix: prefix)
-        var pendingNames: Set<String> = []
-        for entry in try store.pendingEntries(after: 0, limit: Int.max) { pendingNames.insert(entry.name) }
+        let pendingNames = try store.pendingNames()
         if a.flag("json") {
-            return ClientCommands.output(.object(["records": .array(records.map { record in
-                .object(["name": .string(record.name), "version": .int(record.version), "seq": .int(record.seq),
-                         "data": .object(record.data ?? [:]), "pending": .bool(pendingNames.contains(record.name))])
+            return ClientCommands.output(.object(["records": .array(records.map {
+                .object($0.json(pending: pendingNames.contains($0.name)))
             })]))
         }
         for record in records {
@@ -295,13 +280,7 @@ enum MirrorCommand {
         }
         let store = try MirrorStore.open(path, create: true)
         let result = try store.write(command, ifVersion: ifVersion, idem: idem, reason: a.string("reason"))
-        if a.flag("json") {
-            var body: JSONObject = ["name": .string(result.name), "version": .int(result.version), "seq": .int(result.seq),
-                                    "pending": true, "outbox": .int(result.outbox), "idem": .string(result.idem),
-                                    "entries": .array(result.entries.map { .int($0) })]
-            if let data = result.data { body["data"] = .object(data) }
-            return ClientCommands.output(.object(body))
-        }
+        if a.flag("json") { return ClientCommands.output(.object(result.json)) }
         print("\(result.name) pending (outbox \(result.outbox); based on version \(result.version))")
     }
 
