@@ -25,10 +25,10 @@ extension IntakeRunner {
     /// another process may have moved it on meanwhile. After an interrupted
     /// job the run stops: the next would meet the same network.
     public func run(_ jobs: [IntakeJob], held: OutboxLock? = nil, _ event: (JobEvent) -> Void) throws(RunError) {
-        for var job in jobs {
+        for (index, var job) in jobs.enumerated() {
             let lock: OutboxLock
             do throws(OutboxError) {
-                var acquired = held
+                var acquired = index == 0 ? held : nil
                 if acquired == nil { acquired = try outbox.lockJob(job.id) }
                 guard let acquired else {
                     event(.busy(job))

@@ -38,8 +38,10 @@ enum CommandFailure: Error {
 }
 
 /// The one mapping from every error a command ends with to the message
-/// printed (`tally: …` on stderr) and the exit status: usage mistakes 2,
-/// everything else `failure` (1, or 3 for `verify`, whose 1 means "differs").
+/// printed (`tally: …` on stderr) and the exit status: usage mistakes,
+/// refused names and paths, and a hub setting that cannot be served (its
+/// config file, an unauthenticated network) 2; everything else `failure`
+/// (1, or 3 for `verify`, whose 1 means "differs").
 enum Failure {
     /// Prints the error's message and returns its exit status.
     /// - Parameter command: the command a refused argument is reported
