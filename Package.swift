@@ -52,25 +52,34 @@ let package = Package(
         .target(name: "TallyStore", dependencies: ["CSQLite", "TallyConcurrency", "TallyProtocol"],
                 swiftSettings: strict),
         // The SQLite connection the CLI's own files share (the mirror's store,
-        // the intake outbox): WAL + synchronous=FULL, transactions, typed errors.
+        // the intake outbox): WAL + synchronous=FULL, transactions, typed errors;
+        // the private directories those files live in.
         .target(name: "TallySQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // One process per data directory or mirror store: an exclusive lock file naming its holder.
         .target(name: "TallyFileLock", swiftSettings: strict),
         .target(name: "TallyServer", dependencies: ["TallyConcurrency", "TallyNet", "TallyEngine", "TallyProtocol", "TallyStore",
                                                     "TallyFileLock", "COpenSSL", "CZlib"],
                 swiftSettings: strict),
-        // Load generators behind `tally bench`.
-        .target(name: "TallyBench", dependencies: ["TallyConcurrency", "TallyNet", "TallyTLS"], swiftSettings: strict),
-        // The Swift client library: requests, reconnect with resume, observation.
-        .target(name: "TallyClient", dependencies: ["TallyConcurrency", "TallyNet", "TallyProtocol", "TallyWebSocket", "TallyTLS"],
+        // Load generators behind `tally bench`, and the tables they report.
+        .target(name: "TallyBench", dependencies: ["TallyConcurrency", "TallyNet", "TallyHTTP", "TallyTLS"],
+                swiftSettings: strict),
+        // The Swift client library: requests, reconnect with resume, observation;
+        // the blocking facade and REST/blob calls the one-shot commands use;
+        // the one outbox replay loop (OutboxReplay) the mirror and intake share.
+        .target(name: "TallyClient", dependencies: ["TallyConcurrency", "TallyNet", "TallyHTTP", "TallyProtocol",
+                                                    "TallyWebSocket", "TallyTLS"],
                 swiftSettings: strict),
         // The offline mirror behind `tally mirror`: local SQLite store, outbox, merge.
         .target(name: "TallyMirror", dependencies: ["TallyClient", "TallyProtocol", "TallySQLite", "TallyFileLock"],
                 swiftSettings: strict),
+        // Intake jobs behind `tally intake`: the outbox of jobs and photos,
+        // the typed request of each stage and the runner that resumes them.
+        .target(name: "TallyIntake", dependencies: ["TallyClient", "TallyHTTP", "TallyProtocol", "TallySQLite", "COpenSSL"],
+                swiftSettings: strict),
         // The command-line front end: argument parsing and output only.
         .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS",
                                                       "TallyProtocol", "TallyStore", "TallyEngine", "TallySQLite",
-                                                      "TallyClient", "TallyMirror"],
+                                                      "TallyClient", "TallyMirror", "TallyIntake", "TallyConcurrency"],
                           swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary directories, …).
@@ -92,6 +101,9 @@ let package = Package(
         .testTarget(name: "TallyClientTests",
                     dependencies: ["TallyConcurrency", "TallyClient", "TallyServer", "TallyNet", "TallyProtocol",
                                    "TallyTestSupport", "TallyHubTestSupport"]),
+        .testTarget(name: "TallyIntakeTests",
+                    dependencies: ["TallyIntake", "TallyClient", "TallyServer", "TallyProtocol", "TallyTestSupport",
+                                   "TallyHubTestSupport"]),
         .testTarget(name: "TallyMirrorTests",
                     dependencies: ["TallyConcurrency", "TallyMirror", "TallyClient", "TallyServer", "TallyProtocol",
                                    "TallyTestSupport", "TallyHubTestSupport"]),

@@ -1,4 +1,6 @@
 @preconcurrency import Glibc
+import TallyConcurrency
+import TallyHTTP
 import TallyNet
 
 /// A broker under test, run as a child process: a Tally hub (this same
@@ -272,7 +274,7 @@ enum ChildRegistry {
         p.initialize(repeating: 0, count: capacity)
         return p
     }()
-    static let lock = Locked<Bool>(false)
+    static let lock = LockedValueBox<Bool>(false)
 
     static func add(_ pid: Int32) {
         lock.withLock { _ in
@@ -407,34 +409,23 @@ func sleep(untilNanos deadline: UInt64) {
 
 /// A blocking HTTP/1.1 GET on loopback (for /metrics); the body, or nil.
 public func httpGet(port: Int, path: String) -> String? {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-    address.sin_port = UInt16(port).bigEndian
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-        }
-    }
-    guard connected else { return nil }
-    let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
-    guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
+    guard let stream = try? BlockingStream.connect(host: "127.0.0.1", port: port, tls: nil, timeoutMillis: 10_000) else {
         return nil
     }
-    var bytes: [UInt8] = []
+    defer { stream.close() }
+    let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+    guard (try? stream.writeAll(request[...])) != nil else { return nil }
+    var parser = HTTPResponseParser(limits: HTTPResponseLimits(maxBodyBytes: 64 << 20))
     var chunk = [UInt8](repeating: 0, count: 65536)
     while true {
-        let n = recv(fd, &chunk, chunk.count, 0)
-        if n <= 0 { break }
-        bytes.append(contentsOf: chunk[..<n])
+        guard let count = try? stream.read(into: &chunk) else { return nil }
+        let result = count == 0 ? parser.finish() : parser.parse(chunk[0..<count]).result
+        switch result {
+        case .needMore, .head: continue
+        case .response(let response): return String(decoding: response.body, as: UTF8.self)
+        case .failure: return nil
+        }
     }
-    guard bytes.count >= 4, let end = (3..<bytes.count).first(where: {
-        bytes[$0] == 10 && bytes[$0 - 1] == 13 && bytes[$0 - 2] == 10 && bytes[$0 - 3] == 13
-    }) else { return nil }
-    return String(decoding: bytes[(end + 1)...], as: UTF8.self)
 }
 
 /// A value of a Prometheus text metric without labels.

@@ -134,6 +134,9 @@ final class ClientCore: @unchecked Sendable {
         case .success(let box):
             socket = box
             phase = .hello
+            if token == nil, !options.sendsHelloWithoutToken {
+                return greeted(.success([:]), generation: generation)
+            }
             var hello: JSONObject = ["op": "hello", "protocol": 1, "client": .string(clientName)]
             if let token { hello["token"] = .string(token) }
             if let extras = options.helloExtras?() {
@@ -202,6 +205,15 @@ final class ClientCore: @unchecked Sendable {
         inflight = [:]
         let error = ProtocolError(.disconnected, "the connection to the hub was lost before the reply (\(reason))")
         for (_, pending) in failed { pending.completion(.failure(error)) }
+        guard options.reconnects else {
+            // One-shot: the first loss is the end.
+            phase = .closed
+            let held = waiting
+            waiting = []
+            let gone = ProtocolError(.disconnected, reason)
+            for pending in held { pending.completion(.failure(gone)) }
+            return emit(.offline, reason)
+        }
         emit(.reconnecting(attempt: attempt, delayMs: delay), reason)
         let generation = self.generation
         queue.asyncAfter(deadline: .now() + .milliseconds(delay)) { [weak self] in
@@ -303,6 +315,7 @@ final class ClientCore: @unchecked Sendable {
                     return
                 }
                 if object["op"] != nil {
+                    options.onPush?(object)
                     pushes.append(object)
                     continue
                 }

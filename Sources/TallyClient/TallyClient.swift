@@ -55,6 +55,18 @@ public final class TallyClient: Sendable {
         public var helloExtras: (@Sendable () -> JSONObject)?
         /// The event loop to run the socket on (default: a loop of the client's own).
         public var loop: EventLoop?
+        /// Reconnect after a lost connection (the default). When false the
+        /// first loss is final: what waits fails with `disconnected`, the
+        /// state becomes `.offline` with the reason (one-shot commands).
+        public var reconnects = true
+        /// Say `hello` at each connect even without a token (the default).
+        /// When false and there is no token, the client goes straight to
+        /// resubscribing, as a hub in open mode allows.
+        public var sendsHelloWithoutToken = true
+        /// Every push (change, query, event) as it came, on the queue, before
+        /// it is routed to subscriptions: for callers that subscribe with
+        /// raw `send` messages (`tally watch`).
+        public var onPush: (@Sendable (JSONObject) -> Void)?
 
         public init() {}
     }

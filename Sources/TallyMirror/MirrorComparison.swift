@@ -84,6 +84,40 @@ public enum MirrorComparison {
         }
     }
 
+    /// What `tally verify` finds: every difference between the store and
+    /// the hub under the patterns of the store's last run, how many
+    /// patterns that is, and the writes still waiting in the outbox.
+    public static func compare(_ store: MirrorStore, with client: BlockingTallyClient) throws
+        -> (differences: [MirrorDifference], patterns: Int, outbox: Int64) {
+        let patterns = (try store.meta("patterns")).flatMap { try? JSONValue.parse($0) }?.arrayValue?.compactMap(\.stringValue) ?? []
+        let scope = scope(patterns: patterns, catalog: try store.workflows())
+        var differences: [MirrorDifference] = []
+        for prefix in scope.prefixes {
+            var hub: [RecordEnvelope] = []
+            try client.forEachPage(["op": "get", "prefix": .string(prefix)]) { page in
+                hub += page.compactMap(RecordEnvelope.init(json:))
+            }
+            differences += records(mirror: try store.records(prefix: prefix), hub: hub)
+        }
+        for name in scope.records {
+            let hub = try absentIfNotFound { () throws(HubError) in try client.request(["op": "get", "name": .string(name)]) }
+                .flatMap(RecordEnvelope.init(json:)).map { [$0] } ?? []
+            differences += records(mirror: try store.record(name).map { [$0] } ?? [], hub: hub)
+        }
+        for name in scope.lists {
+            let hub = try absentIfNotFound { () throws(HubError) in try client.wholeList(name) }.flatMap(ListEnvelope.init(json:))
+            if let difference = list(name: name, mirror: try store.list(name), hub: hub) {
+                differences.append(difference)
+            }
+        }
+        return (differences, scope.prefixes.count + scope.records.count, try store.outboxDepth())
+    }
+
+    /// The hub's answer; nil when it has no such record or list.
+    private static func absentIfNotFound(_ get: () throws(HubError) -> JSONObject) throws(HubError) -> JSONObject? {
+        do { return try get() } catch where error.code == "not_found" { return nil }
+    }
+
     /// The prefixes and names a run's patterns cover (for verify).
     public static func scope(patterns: [String], catalog: WorkflowCatalog) -> (prefixes: [String], records: [String], lists: [String]) {
         var prefixes: [String] = []

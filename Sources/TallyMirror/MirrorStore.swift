@@ -36,6 +36,17 @@ public final class MirrorStore: @unchecked Sendable {
         try migrate()
     }
 
+    /// The store at `path` for a command: with `create`, made (with its
+    /// directory) when missing; without, a missing store is an error that
+    /// says how to start one.
+    public static func open(_ path: String, create: Bool) throws(MirrorStoreError) -> MirrorStore {
+        if !create, access(path, F_OK) != 0 {
+            throw MirrorStoreError("no mirror store at \(path); start one with 'tally mirror run --store \(path) PATTERN…'")
+        }
+        if create { try LocalDirectory.create(LocalDirectory.of(file: path), as: MirrorStoreError.self) }
+        return try MirrorStore(path: path)
+    }
+
     private func migrate() throws(MirrorStoreError) {
         let version = try db.query("PRAGMA user_version").first?.first?.int ?? 0
         if version > Self.schemaVersion {

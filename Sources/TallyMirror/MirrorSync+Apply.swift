@@ -90,7 +90,7 @@ extension MirrorSync {
             applied(end, of: total, target: target)
         } while start < total
         // The hub's copies moved: pending writes may now be sendable again.
-        if live, !loaded.isEmpty { pump() }
+        if live, !replay.queued.isEmpty { pump() }
     }
 
     func apply(_ change: Change) throws(MirrorStoreError) {

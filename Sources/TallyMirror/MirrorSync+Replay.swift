@@ -3,55 +3,34 @@ import TallyClient
 import TallyProtocol
 import TallySQLite
 
-/// Replaying the outbox: sending entries in order (one per record in
-/// flight), confirming them in batches, merging on `conflict`, setting
-/// aside what the hub refuses for good.
+/// Replaying the outbox through the shared `OutboxReplay` (order, window,
+/// one write per record in flight, stale replies, what a failure means):
+/// sending entries, confirming them in batches, merging on `conflict`,
+/// setting aside what the hub refuses for good.
 extension MirrorSync {
     // MARK: Replaying the outbox
-
-    /// Entries that were in flight when the connection went go back to the
-    /// front of the line; they are sent again with the same keys.
-    func requeueInflight() {
-        guard !inflight.isEmpty else { return }
-        loaded = (Array(inflight.values) + loaded).sorted { $0.id < $1.id }
-        inflight = [:]
-        inflightNames = []
-    }
 
     /// Sends what may go now: outbox order, one write per record in flight.
     func pump() {
         guard live, !stopped else { return }
-        if loaded.isEmpty {
+        if replay.queued.isEmpty {
             do {
-                loaded = try store.pendingEntries(after: maxLoadedID, limit: 1000)
+                replay.enqueue(try store.pendingEntries(after: replay.newestID, limit: 1000))
             } catch {
                 return fail("cannot read the outbox: \(error)")
             }
-            if let last = loaded.last { maxLoadedID = last.id }
         }
-        var blocked: Set<String> = []
-        var index = 0
-        while inflight.count < configuration.window, index < loaded.count {
-            let entry = loaded[index]
-            if inflightNames.contains(entry.name) || blocked.contains(entry.name) {
-                blocked.insert(entry.name)
-                index += 1
-                continue
-            }
-            loaded.remove(at: index)
-            send(entry)
-        }
+        for entry in replay.takeSendable() { send(entry) }
     }
 
+    /// Sends an entry the replay has in flight, with its idempotency key.
     func send(_ entry: OutboxEntry) {
-        inflight[entry.id] = entry
-        inflightNames.insert(entry.name)
-        let (id, epoch) = (entry.id, self.epoch)
+        let (id, epoch) = (entry.id, replay.epoch)
         client.sendIfLive(entry.message) { [self] result in replied(id, epoch: epoch, result) }
     }
 
     func replied(_ id: Int64, epoch: Int, _ result: Result<JSONObject, ProtocolError>) {
-        guard epoch == self.epoch, !stopped, var entry = inflight[id] else { return }
+        guard !stopped, var entry = replay.inflight(id, epoch: epoch) else { return }
         let isAdvance = entry.message["op"]?.stringValue == "advance"
         switch result {
         case .success(let reply):
@@ -66,7 +45,7 @@ extension MirrorSync {
             // The hub's stage cannot go where this one wanted: it stands.
             configuration.log?("\(entry.name): stage stays as the hub has it (\(error.message))")
             if let plan = entry.plan, entry.step + 1 < plan.count { nextStep(&entry) } else { finish(entry, nil) }
-        case .failure(let error) where error.isTransient:
+        case .failure(let error) where ReplayFailure(error) == .keep:
             retryLater(entry, error)
         case .failure(let error):
             refused(entry, error)
@@ -80,22 +59,21 @@ extension MirrorSync {
         } catch {
             return fail("cannot record progress of outbox entry \(entry.id): \(error)")
         }
-        inflight[entry.id] = nil
-        inflightNames.remove(entry.name)
+        replay.resend(entry)
         send(entry)
     }
 
     func finish(_ entry: OutboxEntry, _ result: WriteResult?) {
-        inflight[entry.id] = nil
-        inflightNames.remove(entry.name)
+        replay.settle(entry.id)
         completed.append((entry, result))
         replayed(entry)
         // The hub applied exactly this write on exactly its base: the next
         // writes to the record were made on top of it, so their base is the new version.
         if let next = Self.baseAfter(entry, result) {
-            for index in loaded.indices where loaded[index].name == entry.name && loaded[index].plan == nil
-                && loaded[index].baseVersion == entry.baseVersion {
-                loaded[index].baseVersion = next
+            replay.updateQueued { queued in
+                if queued.name == entry.name, queued.plan == nil, queued.baseVersion == entry.baseVersion {
+                    queued.baseVersion = next
+                }
             }
         }
         if !flushScheduled {
@@ -169,13 +147,10 @@ extension MirrorSync {
     }
 
     func retryLater(_ entry: OutboxEntry, _ error: ProtocolError) {
-        inflight[entry.id] = nil
-        inflightNames.remove(entry.name)
         var entry = entry
         entry.attempts += 1
         entry.lastError = error.message
-        loaded.append(entry)
-        loaded.sort { $0.id < $1.id }
+        replay.putBack(entry)
         if error.code != .disconnected {
             _ = try? store.db.query("UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?",
                                 [.text("\(error.message) (\(error.code))"), .int(entry.id)])
@@ -186,8 +161,7 @@ extension MirrorSync {
     /// The hub refused the write for good: the entry is kept as failed (see
     /// `tally mirror status`) and the local copy drops its effect.
     func refused(_ entry: OutboxEntry, _ error: ProtocolError) {
-        inflight[entry.id] = nil
-        inflightNames.remove(entry.name)
+        replay.settle(entry.id)
         flushCompleted()
         let message = "the hub refused outbox entry \(entry.id) (\(entry.op["op"]?.stringValue ?? "write") \(entry.name)): \(error.message) (\(error.code))"
         configuration.log?(message)
@@ -248,13 +222,13 @@ extension MirrorSync {
 
     /// The hub's current copy, for a conflict reply that did not carry it.
     func fetchHubCopy(_ entry: OutboxEntry, _ then: @escaping @Sendable (JSONObject?, Int64) -> Void) {
-        let epoch = self.epoch
+        let epoch = replay.epoch
         client.sendIfLive(["op": "get", "name": .string(entry.name)]) { [self] result in
-            guard epoch == self.epoch, !stopped, inflight[entry.id] != nil else { return }
+            guard !stopped, replay.inflight(entry.id, epoch: epoch) != nil else { return }
             switch result {
             case .success(let reply): then(reply["data"]?.objectValue, reply["version"]?.int64 ?? 0)
             case .failure(let error) where error.code == .notFound: then(nil, 0)
-            case .failure(let error) where error.isTransient: retryLater(entry, error)
+            case .failure(let error) where ReplayFailure(error) == .keep: retryLater(entry, error)
             case .failure(let error): refused(entry, error)
             }
         }
@@ -300,20 +274,19 @@ extension MirrorSync {
         for record in records {
             configuration.log?("conflict \(record.id): \(record.name) \(record.field) changed here and on the hub; kept the hub's value")
         }
-        inflight[entry.id] = nil
-        inflightNames.remove(entry.name)
+        replay.resend(entry)
         send(entry)
     }
 
     /// The same entry and field always name the same conflict, so a merge
     /// done again after a crash records it once.
     static func conflictID(_ idem: String, _ field: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in "\(idem)|\(field)".utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        let digits = Array("0123456789abcdef")
-        return String((0..<16).map { digits[Int((hash >> (60 - UInt64($0) * 4)) & 0xf)] })
+        hashHex("\(idem)|\(field)", digits: 16)
     }
+}
+
+/// An outbox entry replays in outbox order, one per record in flight.
+extension OutboxEntry: OutboxReplayable {
+    public var replayID: Int64 { id }
+    public var replayLane: String { name }
 }

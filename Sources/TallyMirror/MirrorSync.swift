@@ -60,13 +60,9 @@ public final class MirrorSync: @unchecked Sendable {
 
     var live = false
     var stopped = false
-    /// Bumped at every connection change: replies from before are stale.
-    var epoch = 0
-    var inflight: [Int64: OutboxEntry] = [:]
-    var inflightNames: Set<String> = []
-    /// Pending entries read from the store, not yet sent, in outbox order.
-    var loaded: [OutboxEntry] = []
-    var maxLoadedID: Int64 = 0
+    /// The outbox's replay: entries read from the store and not yet sent,
+    /// those in flight, and the epoch a reply must carry to be current.
+    var replay: OutboxReplay<OutboxEntry>
     /// Entries the hub confirmed, to remove in the next transaction.
     var completed: [(entry: OutboxEntry, result: WriteResult?)] = []
     var flushScheduled = false
@@ -90,6 +86,7 @@ public final class MirrorSync: @unchecked Sendable {
     public init(store: MirrorStore, configuration: Configuration) throws(MirrorError) {
         self.store = store
         self.configuration = configuration
+        replay = OutboxReplay(window: configuration.window)
         do { catalog = try store.workflows() } catch { throw .store(error) }
         var options = configuration.options
         options.helloExtras = { [store] in
@@ -101,6 +98,32 @@ public final class MirrorSync: @unchecked Sendable {
         } catch {
             throw .refused(error)
         }
+    }
+
+    /// `mirror:<host>:<hash of the store's absolute path>`: the same mirror
+    /// gets the same id on every run.
+    public static func clientID(store path: String) -> String {
+        var host = [CChar](repeating: 0, count: 256)
+        gethostname(&host, host.count - 1)
+        let hostname = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var absolute = path
+        if let resolved = realpath(path, nil) {
+            absolute = String(cString: resolved)
+            free(resolved)
+        }
+        return "mirror:\(hostname):\(hashHex(absolute, digits: 12))"
+    }
+
+    /// The first `digits` hex digits of the text's 64-bit FNV-1a hash: a
+    /// stable name derived from the text (not a secret).
+    static func hashHex(_ text: String, digits: Int) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let hex = Array("0123456789abcdef")
+        return String((0..<min(digits, 16)).map { hex[Int((hash >> (60 - UInt64($0) * 4)) & 0xf)] })
     }
 
     // MARK: Lifecycle
@@ -185,7 +208,7 @@ public final class MirrorSync: @unchecked Sendable {
         switch state {
         case .live:
             live = true
-            epoch += 1
+            replay.restart()
             connectAttempt = 1
             try? store.setMeta(["online": "1", "connected": "\(MirrorStore.now())"])
             configuration.log?("live: \(configuration.url)")
@@ -197,8 +220,7 @@ public final class MirrorSync: @unchecked Sendable {
         case .reconnecting(let attempt, let delay):
             if live || attempt == 1 { configuration.log?("offline: \(reason ?? "connection lost"); retrying") }
             live = false
-            epoch += 1
-            requeueInflight()
+            replay.restart()
             var values: [String: String?] = ["online": "0"]
             if let reason { values["last_error"] = reason; values["last_error_at"] = "\(MirrorStore.now())" }
             try? store.setMeta(values)

@@ -1,3 +1,4 @@
+import TallyClient
 import TallyProtocol
 
 /// One workflow's stage machine, as `GET /v1/workflows` describes it: what
@@ -123,5 +124,14 @@ public struct WorkflowCatalog: Sendable, Equatable {
             if let list = rule.list { object["list"] = .string(list) }
             return .object(object)
         })])
+    }
+}
+
+extension WorkflowCatalog {
+    /// The hub's workflows as `GET /v1/workflows` answers them; nil when
+    /// it cannot say (unreachable, a refusal, an older hub).
+    public static func fetchJSON(_ access: HubAccess) -> JSONValue? {
+        guard let response = try? RESTClient(access: access).get("/v1/workflows"), response.status == 200 else { return nil }
+        return try? JSONValue.parse(response.body)
     }
 }

@@ -31,9 +31,13 @@ final class ClientHandshake {
     let extraHeaders: [(String, String)]
     let makeHandler: (WebSocket) -> any WebSocketHandler
     private var completion: ((Result<WebSocket, ClientError>) -> Void)?
-    /// The response head as it arrives (bounded).
-    var response: [UInt8] = []
-    static let maxResponseHead = 16 * 1024
+    /// Reads the server's answer; stops at its head (a 101 has no body,
+    /// and the bytes after it are WebSocket frames).
+    var parser: HTTPResponseParser = {
+        var limits = HTTPResponseLimits()
+        limits.maxHeadBytes = 16 * 1024
+        return HTTPResponseParser(limits: limits, reportsHead: true)
+    }()
 
     init(url: WebSocketURL, subprotocols: [String], extraHeaders: [(String, String)],
          makeHandler: @escaping (WebSocket) -> any WebSocketHandler,
@@ -99,21 +103,14 @@ extension Connection {
 
     func processClientHandshake(_ bytes: UnsafeRawBufferPointer) {
         guard let client else { return }
-        client.response.append(contentsOf: bytes)
-        guard let end = ResponseHead.endOfHead(client.response) else {
-            if client.response.count > ClientHandshake.maxResponseHead {
-                fail(client, "the response head is larger than \(ClientHandshake.maxResponseHead) bytes")
-            }
-            return
+        let (consumed, result) = client.parser.parse(bytes)
+        let head: HTTPClientResponse
+        switch result {
+        case .needMore: return
+        case .failure(let error): return fail(client, error.message)
+        case .head(let response), .response(let response): head = response
         }
-        let head: ResponseHead
-        do {
-            head = try ResponseHead.parse(client.response[..<end])
-        } catch {
-            return fail(client, error.message)
-        }
-        let leftover = Array(client.response[end...])
-        client.response = []
+        let leftover = Array(bytes[consumed...])
         guard head.status == 101 else {
             return fail(client, "the server answered \(head.status) \(head.reason) instead of 101")
         }
@@ -154,42 +151,5 @@ extension Connection {
     private func fail(_ client: ClientHandshake, _ message: String) {
         client.fail(.handshake(message))
         closeNow()
-    }
-}
-
-/// The status line and headers of an HTTP response, for the client handshake.
-struct ResponseHead {
-    var status: Int
-    var reason: String
-    var headers: HTTPHeaders
-
-    struct Malformed: Error { var message: String }
-
-    /// The index just past the blank line ending the head, if present.
-    static func endOfHead(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        for i in 3..<bytes.count where bytes[i] == 10 && bytes[i - 1] == 13 && bytes[i - 2] == 10 && bytes[i - 3] == 13 {
-            return i + 1
-        }
-        return nil
-    }
-
-    static func parse(_ bytes: ArraySlice<UInt8>) throws(Malformed) -> ResponseHead {
-        let text = String(decoding: bytes, as: UTF8.self)
-        var lines = text.split(separator: "\r\n", omittingEmptySubsequences: true)
-        guard !lines.isEmpty else { throw Malformed(message: "empty response") }
-        let statusLine = lines.removeFirst()
-        let parts = statusLine.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]), (100...599).contains(status) else {
-            throw Malformed(message: "malformed status line: \(statusLine.prefix(80))")
-        }
-        var headers = HTTPHeaders()
-        for line in lines {
-            guard let colon = line.firstIndex(of: ":") else {
-                throw Malformed(message: "malformed header line: \(line.prefix(80))")
-            }
-            headers.add(String(line[..<colon]), String(line[line.index(after: colon)...]).trimmingSpaces)
-        }
-        return ResponseHead(status: status, reason: parts.count > 2 ? String(parts[2]) : "", headers: headers)
     }
 }

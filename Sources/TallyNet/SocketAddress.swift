@@ -7,25 +7,53 @@ struct SocketAddress {
     var length: socklen_t = 0
     var family: Int32 { Int32(storage.ss_family) }
 
-    /// Resolves `host` (a name or a literal) and `port` with getaddrinfo.
-    /// Blocking: call it before handing work to a loop.
+    /// Why getaddrinfo found no address: the host asked for and the
+    /// resolver's own words (`gai_strerror`).
+    struct ResolveError: Error {
+        var host: String
+        var reason: String
+    }
+
+    /// Resolves `host` (a name or a literal) and `port` with getaddrinfo:
+    /// the first address. Blocking: call it before handing work to a loop.
     static func resolve(host: String, port: Int, passive: Bool) throws(SystemError) -> SocketAddress {
+        do {
+            // resolveAll never returns an empty list.
+            return try resolveAll(host: host, port: port, passive: passive)[0]
+        } catch {
+            throw SystemError("getaddrinfo(\(host)): \(error.reason)", errno: EINVAL)
+        }
+    }
+
+    /// Every address getaddrinfo gives for `host` and `port`, in its order
+    /// (RFC 6724's preferences), so a client can try each in turn. The one
+    /// place Tally resolves names. Blocking.
+    static func resolveAll(host: String, port: Int, passive: Bool) throws(ResolveError) -> [SocketAddress] {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0)
         var result: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(host.isEmpty ? nil : host, String(port), &hints, &result)
-        guard rc == 0, let first = result else {
-            throw SystemError("getaddrinfo(\(host)): \(String(cString: gai_strerror(rc)))", errno: EINVAL)
+        guard rc == 0, result != nil else {
+            throw ResolveError(host: host, reason: String(cString: gai_strerror(rc)))
         }
         defer { freeaddrinfo(result) }
-        var address = SocketAddress()
-        withUnsafeMutableBytes(of: &address.storage) { raw in
-            raw.copyMemory(from: UnsafeRawBufferPointer(start: first.pointee.ai_addr, count: Int(first.pointee.ai_addrlen)))
+        var addresses: [SocketAddress] = []
+        var entry = result
+        while let info = entry {
+            entry = info.pointee.ai_next
+            guard let raw = info.pointee.ai_addr else { continue }
+            var address = SocketAddress()
+            let length = min(Int(info.pointee.ai_addrlen), MemoryLayout<sockaddr_storage>.size)
+            withUnsafeMutableBytes(of: &address.storage) { storage in
+                storage.copyMemory(from: UnsafeRawBufferPointer(start: raw, count: length))
+            }
+            address.length = socklen_t(length)
+            addresses.append(address)
         }
-        address.length = first.pointee.ai_addrlen
-        return address
+        guard !addresses.isEmpty else { throw ResolveError(host: host, reason: "no address") }
+        return addresses
     }
 
     func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {

@@ -49,7 +49,7 @@ public struct WebSocketURL: Sendable, Equatable {
     }
 
     /// The `Host` header value (RFC 9112 §3.2): the port only when not the default.
-    var hostHeader: String {
+    public var hostHeader: String {
         let name = host.contains(":") ? "[\(host)]" : host
         return port == (secure ? 443 : 80) ? name : "\(name):\(port)"
     }

@@ -80,9 +80,40 @@ struct Arguments {
         return value * scale
     }
 
+    /// A file of the user's data: `--OPTION FILE`, else `$VARIABLE`, else
+    /// `$XDG_DATA_HOME/tally/NAME`, else `~/.local/share/tally/NAME` (the
+    /// XDG base directory spec's default for user data).
+    static func dataFile(_ flag: String?, option: String, variable: String, name: String,
+                         what: String) throws(UsageError) -> String {
+        func env(_ name: String) -> String? {
+            guard let value = environment(name), !value.isEmpty else { return nil }
+            return value
+        }
+        if let flag {
+            guard !flag.isEmpty else { throw UsageError(message: "--\(option) needs a file name") }
+            return flag
+        }
+        if let file = env(variable) { return file }
+        if let data = env("XDG_DATA_HOME") { return "\(data)/tally/\(name)" }
+        guard let home = env("HOME") else {
+            throw UsageError(message: "cannot place \(what): HOME is not set; use --\(option) FILE or \(variable)")
+        }
+        return "\(home)/.local/share/tally/\(name)"
+    }
+
     func noPositionals(_ command: String) throws(UsageError) {
         if let extra = positionals.first {
             throw UsageError(message: "unexpected argument '\(extra)' for 'tally \(command)'")
         }
+    }
+}
+
+extension StringProtocol {
+    /// Without leading and trailing spaces and tabs.
+    var trimmingSpaces: String {
+        var slice = Substring(self)
+        while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
+        while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
+        return String(slice)
     }
 }

@@ -126,7 +126,7 @@ enum BenchCommand {
       --json                print the result as JSON instead of tables
     """
 
-    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let which = args.first, which != "--help", which != "help" else { print(help); return 0 }
         switch which {
         case "echo": return try echo(args.dropFirst())
@@ -140,7 +140,7 @@ enum BenchCommand {
         }
     }
 
-    private static func echo(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    private static func echo(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "bench echo",
                               valued: ["url", "connections", "messages", "size", "threads"],
                               flags: ["no-compression", "insecure", "help"])
@@ -155,21 +155,14 @@ enum BenchCommand {
         raiseDescriptorLimit()
         do {
             let group = try EventLoopGroup(threads: try a.int("threads", in: 1...64) ?? 1)
-            let r = try bench.run(group: group)
-            print(renderTable([
-                ["connections", "size (B)", "messages", "seconds", "msgs/s", "p50 (µs)", "p90 (µs)", "p99 (µs)", "max (µs)"],
-                [String(bench.connections), String(bench.size), String(r.messages), format(r.seconds, 2),
-                 format(r.messagesPerSecond, 0), format(r.latency.p50), format(r.latency.p90),
-                 format(r.latency.p99), format(r.latency.max)],
-            ]), terminator: "")
+            print(renderTable(bench.report(try bench.run(group: group))), terminator: "")
             return 0
         } catch {
-            printError("\(error)")
-            return 1
+            throw CommandFailure.benchmark(nil, error)
         }
     }
 
-    private static func connections(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    private static func connections(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "bench connections",
                               valued: ["url", "count", "server-pid", "concurrency", "threads", "subprotocol"],
                               flags: ["compression", "insecure", "help"])
@@ -183,25 +176,18 @@ enum BenchCommand {
         if a.flag("insecure") { bench.tls = try? TLSContext.client(verifyPeer: false) }
         if let subprotocol = a.string("subprotocol") { bench.subprotocols = [subprotocol] }
         raiseDescriptorLimit()
+        let r: ConnectionsBenchmark.Result
         do {
             let group = try EventLoopGroup(threads: try a.int("threads", in: 1...64) ?? 2)
-            let r = try bench.run(group: group) { opened in
+            r = try bench.run(group: group) { opened in
                 fputs("\r  opened \(opened)", stderr)
             }
-            fputs("\n", stderr)
-            let perConnection = r.bytesPerConnection.map { format($0 / 1024, 2) } ?? "n/a"
-            print(renderTable([
-                ["connections", "failed", "open time (s)", "server RSS before (KiB)", "after (KiB)",
-                 "KiB per connection", "new connection (ms)", "echo (ms)"],
-                [String(r.opened), String(r.failed), format(r.seconds, 2), r.rssBeforeKiB.map(String.init) ?? "n/a",
-                 r.rssAfterKiB.map(String.init) ?? "n/a", perConnection, format(r.newConnectionMillis, 2),
-                 r.echoMillis.map { format($0, 2) } ?? "n/a"],
-            ]), terminator: "")
-            return r.failed == 0 ? 0 : 1
         } catch {
-            printError("\(error)")
-            return 1
+            throw CommandFailure.benchmark(nil, error)
         }
+        fputs("\n", stderr)
+        print(renderTable(r.report), terminator: "")
+        return r.failed == 0 ? 0 : 1
     }
 
     private static func progress(_ line: String) { fputs("  \(line)\n", stderr) }
@@ -219,6 +205,15 @@ enum BenchCommand {
         }
         guard !list.isEmpty else { throw UsageError(message: "--\(name) needs at least one number") }
         return list
+    }
+
+    /// `--durability`: full (the default), normal or off.
+    private static func durabilityMode(_ a: Arguments) throws(UsageError) -> String {
+        let mode = a.string("durability") ?? "full"
+        guard ["full", "normal", "off"].contains(mode) else {
+            throw UsageError(message: "--durability must be full, normal or off, not '\(mode)'")
+        }
+        return mode
     }
 
     private static func seconds(_ a: Arguments, _ name: String, default value: Double) throws(UsageError) -> Double {
@@ -242,10 +237,7 @@ enum BenchCommand {
         let drain = try seconds(a, "drain", default: 2)
         let threads = try a.int("threads", in: 1...64) ?? 1
         let rounds = try a.int("rounds", in: 1...100) ?? 3
-        let durability = a.string("durability") ?? "full"
-        guard ["full", "normal", "off"].contains(durability) else {
-            throw UsageError(message: "--durability must be full, normal or off, not '\(durability)'")
-        }
+        let durability = try durabilityMode(a)
         var modes: [FanoutBenchmark.Mode] = []
         for name in (a.string("mode") ?? "events").split(separator: ",") {
             guard let mode = FanoutBenchmark.Mode(rawValue: String(name)) else {
@@ -261,68 +253,18 @@ enum BenchCommand {
             brokers.append(broker)
         }
         raiseDescriptorLimit()
-        var rows: [[String]] = [["broker", "mode", "subscribers", "updates/s", "expected", "delivered", "loss %",
-                                 "p50 (ms)", "p99 (ms)", "max (ms)", "idle CPU %", "broker CPU (s)", "CPU/msg (µs)",
-                                 "Tally ÷ Mosquitto"]]
-        var failed = false
-        for mode in modes {
-            for count in counts {
-                // The brokers take turns, `rounds` times, each round a share
-                // of the duration: both then meet the same slow drifts of a
-                // shared machine, and each row pools its broker's rounds.
-                var byBroker: [BrokerProcess.Kind: [FanoutBenchmark.Result]] = [:]
-                var bench = FanoutBenchmark(broker: .tally, mode: mode)
-                bench.subscribers = count
-                bench.rate = rate
-                bench.seconds = duration / Double(rounds)
-                bench.drainSeconds = drain
-                bench.threads = threads
-                bench.compression = a.flag("compression")
-                bench.durability = durability
-                for round in 1...rounds {
-                    for broker in brokers {
-                        bench.broker = broker
-                        if rounds > 1 { progress("round \(round) of \(rounds)") }
-                        if let r = fanoutRound(bench) { byBroker[broker, default: []].append(r) } else { failed = true }
-                    }
-                }
-                if rounds > 1, let t = byBroker[.tally], let m = byBroker[.mosquitto], t.count == m.count {
-                    let ratios = zip(t, m).map { format($0.cpuMicrosPerDelivery / $1.cpuMicrosPerDelivery, 2) + "×" }
-                    progress("\(mode.rawValue), \(count) subscribers: Tally ÷ Mosquitto by round \(ratios.joined(separator: ", "))")
-                }
-                let results = brokers.compactMap { byBroker[$0].flatMap(FanoutBenchmark.pooled) }
-                let mosquitto = results.first { $0.broker == .mosquitto }
-                for r in results {
-                    var ratio = ""
-                    if r.broker == .tally, let m = mosquitto { ratio = format(r.cpuMicrosPerDelivery / m.cpuMicrosPerDelivery, 2) + "×" }
-                    rows.append([r.broker.rawValue, r.mode.rawValue, String(r.subscribers), String(r.rate),
-                                 String(r.expected), String(r.delivered), format(r.lossPercent, 2),
-                                 format(r.latency.p50 / 1000, 2), format(r.latency.p99 / 1000, 2),
-                                 format(r.latency.max / 1000, 1), format(r.idleCPU * 100, 1), format(r.brokerCPUSeconds, 2),
-                                 format(r.cpuMicrosPerDelivery, 2), ratio])
-                }
-            }
-        }
-        print(renderTable(rows), terminator: "")
-        return failed ? 1 : 0
-    }
-
-    /// One round of `bench`, with warnings about its load on stderr; nil
-    /// (and the error printed) when it could not run.
-    private static func fanoutRound(_ bench: FanoutBenchmark) -> FanoutBenchmark.Result? {
-        do {
-            let r = try bench.run(log: progress)
-            if r.publisherErrors > 0 || r.unparsed > 0 || r.droppedConnections > 0 {
-                progress("\(r.publisherErrors) publisher errors, \(r.unparsed) unparsed messages, \(r.droppedConnections) connections dropped by the broker")
-            }
-            if r.publishSeconds > bench.seconds * 1.05 + 0.1 {
-                progress("publishing took \(format(r.publishSeconds, 2)) s instead of \(format(bench.seconds, 2)) s (the publisher fell behind)")
-            }
-            return r
-        } catch {
-            printError("fanout \(bench.broker.rawValue) \(bench.mode.rawValue) \(bench.subscribers): \(error)")
-            return nil
-        }
+        var template = FanoutBenchmark(broker: .tally, mode: .events)
+        template.rate = rate
+        template.drainSeconds = drain
+        template.threads = threads
+        template.compression = a.flag("compression")
+        template.durability = durability
+        var bench = FanoutRounds(template: template)
+        (bench.modes, bench.subscriberCounts, bench.brokers) = (modes, counts, brokers)
+        (bench.rounds, bench.seconds) = (rounds, duration)
+        let outcome = bench.run(log: progress) { round, error in Failure.warn(CommandFailure.benchmark(round, error)) }
+        print(renderTable(outcome.report), terminator: "")
+        return outcome.failed ? 1 : 0
     }
 
     private static func writes(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
@@ -332,16 +274,11 @@ enum BenchCommand {
         try a.noPositionals("bench writes")
         let counts = try intList(a, "writers", default: [1, 10, 100], in: 1...10_000)
         let duration = try seconds(a, "seconds", default: 10)
-        let durability = a.string("durability") ?? "full"
-        guard ["full", "normal", "off"].contains(durability) else {
-            throw UsageError(message: "--durability must be full, normal or off, not '\(durability)'")
-        }
+        let durability = try durabilityMode(a)
         let records = try a.int("records", in: 1...100_000_000)
         let threads = try a.int("threads", in: 1...64) ?? 1
         raiseDescriptorLimit()
-        var rows: [[String]] = [["writers", "records", "durability", "acked writes", "errors", "writes/s", "p50 (ms)",
-                                 "p99 (ms)", "max (ms)", "hub CPU (s)", "CPU/write (µs)", "commits", "writes/commit",
-                                 "mean commit (ms)"]]
+        var rows = [WriteBenchmark.reportHeader]
         var failed = false
         for count in counts {
             var bench = WriteBenchmark()
@@ -352,16 +289,10 @@ enum BenchCommand {
             bench.threads = threads
             do {
                 let r = try bench.run(log: progress)
-                let perCommit = r.commits.map { $0 > 0 ? format(Double(r.acknowledged) / Double($0), 1) : "n/a" } ?? "n/a"
-                let meanCommit = r.commits.flatMap { c in r.commitSeconds.map { c > 0 ? format($0 * 1000 / Double(c), 2) : "n/a" } } ?? "n/a"
-                rows.append([String(count), records.map { "random of \($0)" } ?? "1000 per writer", durability,
-                             String(r.acknowledged), String(r.errors), format(r.writesPerSecond, 0),
-                             format(r.latency.p50 / 1000, 2), format(r.latency.p99 / 1000, 2),
-                             format(r.latency.max / 1000, 1), format(r.hubCPUSeconds, 2), format(r.cpuMicrosPerWrite, 1),
-                             r.commits.map(String.init) ?? "n/a", perCommit, meanCommit])
+                rows.append(bench.reportRow(r))
                 if r.errors > 0 { failed = true }
             } catch {
-                printError("writes \(count): \(error)")
+                Failure.warn(CommandFailure.benchmark("writes \(count)", error))
                 failed = true
             }
         }
@@ -369,7 +300,7 @@ enum BenchCommand {
         return failed ? 1 : 0
     }
 
-    private static func startup(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    private static func startup(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "bench startup",
                               valued: ["records", "starts", "connections", "fill-durability"], flags: ["orders", "help"])
         if a.flag("help") { print(help); return 0 }
@@ -384,36 +315,14 @@ enum BenchCommand {
         bench.fillDurability = a.string("fill-durability") ?? "full"
         raiseDescriptorLimit()
         do {
-            let r = try bench.run(log: progress)
-            let orders = bench.kind == .orders
-            var header = [orders ? "finished orders" : "records", "store size (MiB)", "fill time (s)",
-                          orders ? "fill orders/s" : "fill records/s", "hub CPU filling (s)", "start",
-                          "exec → listening (ms)", "exec → first get (ms)"]
-            if orders { header.append("exec → first order (ms)") }
-            header.append("RSS after get (MiB)")
-            var rows: [[String]] = [header]
-            for (i, s) in r.starts.enumerated() {
-                var row = [i == 0 ? String(r.records) : "", i == 0 ? format(Double(r.storeBytes) / 1_048_576, 1) : "",
-                           i == 0 ? format(r.fillSeconds, 1) : "", i == 0 ? format(Double(r.records) / r.fillSeconds, 0) : "",
-                           i == 0 ? format(r.fillCPUSeconds, 1) : "", String(i + 1),
-                           format(s.listeningSeconds * 1000, 1), format(s.firstGetSeconds * 1000, 1)]
-                if orders { row.append(s.firstOrderSeconds.map { format($0 * 1000, 1) } ?? "n/a") }
-                row.append(s.rssKiB.map { format(Double($0) / 1024, 1) } ?? "n/a")
-                rows.append(row)
-            }
-            var median = ["", "", "", "", "", "median", format(r.medianListening * 1000, 1), format(r.medianFirstGet * 1000, 1)]
-            if orders { median.append(r.medianFirstOrder.map { format($0 * 1000, 1) } ?? "n/a") }
-            median.append("")
-            rows.append(median)
-            print(renderTable(rows), terminator: "")
+            print(renderTable(bench.report(try bench.run(log: progress))), terminator: "")
             return 0
         } catch {
-            printError("startup: \(error)")
-            return 1
+            throw CommandFailure.benchmark("startup", error)
         }
     }
 
-    private static func soak(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    private static func soak(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "bench soak",
                               valued: ["seconds", "writers", "rate", "subscribers", "reconnecting", "reconnect-every",
                                        "interval", "durability", "threads", "url", "hub-pid"],
@@ -439,10 +348,7 @@ enum BenchCommand {
             guard interval >= 0.5 else { throw UsageError(message: "--interval must be at least 0.5 seconds") }
             bench.sampleSeconds = interval
         }
-        bench.durability = a.string("durability") ?? "full"
-        guard ["full", "normal", "off"].contains(bench.durability) else {
-            throw UsageError(message: "--durability must be full, normal or off, not '\(bench.durability)'")
-        }
+        bench.durability = try durabilityMode(a)
         bench.threads = try a.int("threads", in: 1...64) ?? 1
         switch (a.string("url"), try a.int("hub-pid", in: 1...Int(Int32.max))) {
         case (let url?, let pid?): bench.hub = (url, Int32(pid))
@@ -452,26 +358,11 @@ enum BenchCommand {
         raiseDescriptorLimit()
         let r: SoakBenchmark.Result
         do { r = try bench.run(log: progress) } catch {
-            printError("soak: \(error)")
-            return 1
+            throw CommandFailure.benchmark("soak", error)
         }
-        func mib(_ kib: Int) -> String { format(Double(kib) / 1024, 1) }
-        var rows: [[String]] = [["time (s)", "RSS (MiB)", "writes", "pushes", "resumes"]]
-        for s in r.samples {
-            let time = s.seconds == s.seconds.rounded() ? format(s.seconds, 0) : format(s.seconds, 1)
-            rows.append([time, mib(s.rssKiB), String(s.writes), String(s.pushes), String(s.resumes)])
-        }
-        rows.append(["clients gone", r.idleRSSKiB.map(mib) ?? "n/a", "", "", ""])
-        print(renderTable(rows))
-        print(renderTable([
-            ["RSS start (MiB)", "RSS half (MiB)", "RSS end (MiB)", "growth 2nd half (%)", "max RSS (MiB)", "writes/s",
-             "pushes", "resumes", "hub CPU (s)", "errors"],
-            [mib(r.start.rssKiB), mib(r.half.rssKiB), mib(r.end.rssKiB), format(r.secondHalfGrowthPercent, 1),
-             mib(r.maxRSSKiB), format(r.writesPerSecond, 0), String(r.pushes), String(r.resumes),
-             format(r.hubCPUSeconds, 1), String(r.errors)],
-        ]), terminator: "")
-        for (kind, count) in r.problems.counts.sorted(by: { $0.key < $1.key }) { progress("\(count) × \(kind)") }
-        for example in r.problems.examples { progress(example) }
+        print(renderTable(r.samplesReport))
+        print(renderTable(r.summaryReport), terminator: "")
+        r.problemLines.forEach(progress)
         return r.errors == 0 ? 0 : 1
     }
 

@@ -1,6 +1,5 @@
 @preconcurrency import Glibc
-import TallyNet
-import TallyProtocol
+import TallyClient
 
 /// `tally get|set|del|watch|list|emit|on`: the hub's operations from the shell.
 enum ClientCommands {
@@ -46,37 +45,23 @@ enum ClientCommands {
     /// failures to messages and exit statuses: usage mistakes and refused
     /// arguments 2, everything else (unreachable hub, refusals) 1.
     static func perform(_ command: String, _ a: Arguments, _ body: (Context) throws -> Void) throws(UsageError) -> Int32 {
-        let group: EventLoopGroup
-        do { group = try EventLoopGroup(threads: 1) } catch {
-            printError("cannot start: \(error)")
-            return 1
-        }
-        defer { group.shutdown() }
         do {
-            try body(Context(arguments: a, loop: group.next()))
+            try body(Context(arguments: a))
             return 0
         } catch let error as UsageError {
             throw error
-        } catch let error as ProtocolError {
-            printError("\(error.message)\nRun 'tally \(command) --help' for usage.")
-            return 2
-        } catch let error as CLIError {
-            printError(error.message)
-            return 1
         } catch {
-            printError("\(error)")
-            return 1
+            return Failure.report(error, command: command)
         }
     }
 
     struct Context {
         let arguments: Arguments
-        let loop: EventLoop
         var json: Bool { arguments.flag("json") }
-        func connect() throws(CLIError) -> HubClient { try HubClient(access: HubAccess(arguments), loop: loop) }
+        func connect() throws(HubError) -> BlockingTallyClient { try BlockingTallyClient(access: HubAccess(arguments)) }
 
         /// One request on a fresh connection: the reply without `id` and `ok`.
-        func ask(_ message: JSONObject) throws(CLIError) -> JSONObject {
+        func ask(_ message: JSONObject) throws(HubError) -> JSONObject {
             let client = try connect()
             defer { client.close() }
             var reply = try client.request(message)
@@ -174,43 +159,25 @@ enum ClientCommands {
             guard let value = Int64(text), value >= 0 else { throw UsageError(message: "--since must be a sequence number") }
             since = value
         }
-        var firstAttempt = true
-        while true {
-            let client: HubClient
-            do {
-                client = try c.connect()
-            } catch {
-                if firstAttempt { throw error }
-                sleep(1)
-                continue
-            }
-            var message = subscribe
-            if let since { message["since"] = .number(JSONNumber(since)) }
-            let reply = try client.request(message)
-            if !firstAttempt { fputs("tally: reconnected to \(client.url)\n", stderr) }
-            firstAttempt = false
-            if case .array(let replayed)? = reply["changes"] {
-                for change in replayed { if let object = change.objectValue { show(change: object, c, &since) } }
-            } else {
-                if reply["resnapshot"] == .bool(true), let since {
-                    fputs("tally: the hub's change log no longer reaches back to seq \(since); showing the current state instead\n", stderr)
-                }
+        var follower = BlockingFollower(access: HubAccess(c.arguments), subscribe: subscribe, since: since)
+        try follower.run { event in
+            switch event {
+            case .reconnected(let url):
+                fputs("tally: reconnected to \(url)\n", stderr)
+            case .resnapshot(let since):
+                fputs("tally: the hub's change log no longer reaches back to seq \(since); showing the current state instead\n", stderr)
+            case .snapshot(let reply):
                 if !c.json {
                     showSnapshot(reply)
                 } else if reply["resnapshot"] == .bool(true) {
                     showSnapshotJSON(reply)
                 }
+            case .change(let change):
+                show(change: change, c)
+            case .lost(let error):
+                fputs("tally: \(Failure.message(error)); reconnecting…\n", stderr)
             }
-            if reply["changes"] == nil, case .number(let seq)? = reply["seq"] { since = seq.int64Value }
-            do {
-                while true {
-                    guard let push = try client.nextPush(timeoutMillis: 60_000) else { continue }
-                    show(change: push, c, &since)
-                }
-            } catch {
-                fputs("tally: \(error.message); reconnecting…\n", stderr)
-                sleep(1)
-            }
+            return true
         }
     }
 
@@ -237,8 +204,7 @@ enum ClientCommands {
         }
     }
 
-    private static func show(change: JSONObject, _ c: Context, _ since: inout Int64?) {
-        if case .number(let seq)? = change["seq"], let value = seq.int64Value { since = max(since ?? 0, value) }
+    private static func show(change: JSONObject, _ c: Context) {
         if c.json { return output(.object(change)) }
         let name = change["name"]?.stringValue ?? change["list"]?.stringValue ?? change["topic"]?.stringValue ?? ""
         let kind = change["kind"]?.stringValue ?? change["op"]?.stringValue ?? ""
@@ -321,36 +287,4 @@ enum ClientCommands {
 extension ProtocolError {
     /// Names a bad CLI argument as a usage error.
     var usage: UsageError { UsageError(message: message) }
-}
-
-extension JSONValue {
-    /// Two-space indented JSON for people.
-    var prettyString: String {
-        var out = ""
-        pretty(into: &out, indent: "")
-        return out
-    }
-
-    private func pretty(into out: inout String, indent: String) {
-        switch self {
-        case .array(let values) where !values.isEmpty:
-            out += "[\n"
-            for (index, value) in values.enumerated() {
-                out += indent + "  "
-                value.pretty(into: &out, indent: indent + "  ")
-                out += index == values.count - 1 ? "\n" : ",\n"
-            }
-            out += indent + "]"
-        case .object(let object) where !object.isEmpty:
-            out += "{\n"
-            for (index, member) in object.enumerated() {
-                out += indent + "  " + JSONValue.string(member.key).serializedString + ": "
-                member.value.pretty(into: &out, indent: indent + "  ")
-                out += index == object.count - 1 ? "\n" : ",\n"
-            }
-            out += indent + "}"
-        default:
-            out += serializedString
-        }
-    }
 }

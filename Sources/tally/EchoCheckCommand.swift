@@ -20,7 +20,7 @@ enum EchoCheckCommand {
       --insecure          accept any certificate for wss:// (testing only)
     """
 
-    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func run(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "echo-check", valued: ["sizes", "fragment", "ca"],
                               flags: ["no-compression", "insecure", "help"])
         if a.flag("help") { print(help); return 0 }
@@ -43,18 +43,12 @@ enum EchoCheckCommand {
             do {
                 check.tls = try TLSContext.client(caFile: a.string("ca"), verifyPeer: !a.flag("insecure"))
             } catch {
-                printError("cannot set up TLS: \(error.message)")
-                return 1
+                throw CommandFailure.clientTLS(error)
             }
         }
-        do {
-            let group = try EventLoopGroup(threads: 1)
-            let (passed, failed) = try check.run(on: group.next()) { print($0) }
-            print("\(passed) passed, \(failed) failed")
-            return failed == 0 ? 0 : 1
-        } catch {
-            printError("\(error)")
-            return 1
-        }
+        let group = try EventLoopGroup(threads: 1)
+        let (passed, failed) = try check.run(on: group.next()) { print($0) }
+        print("\(passed) passed, \(failed) failed")
+        return failed == 0 ? 0 : 1
     }
 }

@@ -1,21 +1,19 @@
 @preconcurrency import Glibc
+import TallyIntake
 import TallyProtocol
 
 /// `tally intake status [JOB]`: what the outbox knows about each job.
 extension IntakeCommand {
-    static func status(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func status(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "intake status", valued: ["outbox"], flags: ["json", "help"])
         if a.flag("help") { print(help); return 0 }
         guard a.positionals.count <= 1 else {
             throw UsageError(message: "intake status takes at most one JOB, not \(a.positionals.count)")
         }
-        let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
+        let outboxPath = try outboxPath(flag: a.string("outbox"))
         // Looking creates nothing: no outbox file means no jobs.
         if access(outboxPath, F_OK) != 0, errno == ENOENT {
-            if let wanted = a.positionals.first {
-                printError("no intake job '\(wanted)': there is no outbox at \(outboxPath) (see --outbox)")
-                return 1
-            }
+            if let wanted = a.positionals.first { throw CommandFailure.noIntakeOutbox(job: wanted, path: outboxPath) }
             if a.flag("json") {
                 output(.object(["outbox": .string(outboxPath), "jobs": .array([])]))
             } else {
@@ -23,9 +21,10 @@ extension IntakeCommand {
             }
             return 0
         }
-        guard let (outbox, jobs) = openOutbox(outboxPath) else { return 1 }
+        let outbox = try IntakeOutbox(path: outboxPath)
+        let jobs = try outbox.jobs()
         if let wanted = a.positionals.first {
-            guard let job = try find(wanted, in: jobs, outbox: outbox) else { return 1 }
+            let job = try find(wanted, in: jobs, outbox: outbox)
             if a.flag("json") { return printJSON(job) }
             show(job)
             return 0
@@ -61,7 +60,7 @@ extension IntakeCommand {
     }
 
     /// A job by id, `intake/<id>`, or a unique id prefix (4+ characters).
-    static func find(_ wanted: String, in jobs: [IntakeJob], outbox: IntakeOutbox) throws(UsageError) -> IntakeJob? {
+    static func find(_ wanted: String, in jobs: [IntakeJob], outbox: IntakeOutbox) throws -> IntakeJob {
         let id = wanted.hasPrefix("intake/") ? String(wanted.dropFirst(7)) : wanted
         if let job = jobs.first(where: { $0.id == id }) { return job }
         let matches = id.count >= 4 ? jobs.filter { $0.id.hasPrefix(id) } : []
@@ -69,8 +68,7 @@ extension IntakeCommand {
         if matches.count > 1 {
             throw UsageError(message: "'\(wanted)' matches \(matches.count) intake jobs: give more of the id")
         }
-        printError("no intake job '\(wanted)' in the outbox \(outbox.path) (see 'tally intake status')")
-        return nil
+        throw CommandFailure.noIntakeJob(wanted, outbox: outbox.path)
     }
 
     @discardableResult

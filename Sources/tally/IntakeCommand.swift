@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
+import TallyClient
+import TallyIntake
 import TallyNet
-import TallyProtocol
 
 /// `tally intake new|resume|status`: intake jobs with photos, kept in a
 /// persistent local outbox so a job killed at any point continues from its
@@ -45,7 +46,7 @@ enum IntakeCommand {
     record failed. Exit status: 0 done, 1 failed or interrupted, 2 usage error.
     """
 
-    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let sub = args.first, !sub.hasPrefix("-") else {
             if args.first == "--help" || args.first == "-h" {
                 print(help)
@@ -64,7 +65,7 @@ enum IntakeCommand {
 
     // MARK: new
 
-    static func new(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func new(_ args: ArraySlice<String>) throws -> Int32 {
         let (photoPaths, rest) = try extract("photo", from: args)
         let a = try Arguments(rest, command: "intake new",
                               valued: HubAccess.valuedOptions.union(["code", "location", "gps", "receive", "outbox"]),
@@ -77,99 +78,59 @@ enum IntakeCommand {
         guard photoPaths.count <= IntakePhotos.maxCount else {
             throw UsageError(message: "an intake job takes at most \(IntakePhotos.maxCount) photos, not \(photoPaths.count)")
         }
-        let photos = try photoPaths.map { (path) throws(UsageError) in try IntakePhotos.check(path) }
+        let photos = try photoPaths.map { (path) throws(UsageError) in
+            do throws(IntakePhotos.Unusable) { return try IntakePhotos.check(path) } catch {
+                throw UsageError(message: error.message)
+            }
+        }
         let code = try text(a, "code", max: 512)
         let location = try text(a, "location", max: 1000)
         let gps = try a.string("gps").map { (text) throws(UsageError) in try parseGPS(text) }
         let receive = try a.int("receive", in: 1...1_000_000_000)
         // Refuse a token in plain text before anything is written or sent.
-        guard let access = try checkedAccess(a) else { return 1 }
-        let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
+        let access = try checkedAccess(a)
+        let outboxPath = try outboxPath(flag: a.string("outbox"))
         let json = a.flag("json")
 
-        let outbox: IntakeOutbox
-        let job: IntakeJob
-        let lock: OutboxLock
-        do throws(OutboxError) {
-            outbox = try IntakeOutbox(path: outboxPath)
-            (job, lock) = try createJob(in: outbox, hub: access.httpBase, photos: photos, code: code,
-                                        location: location, gps: gps, receive: receive)
-        } catch {
-            printError("\(error.message)")
-            return 1
+        let outbox = try IntakeOutbox(path: outboxPath)
+        let (job, lock) = try outbox.createJob(hub: access.httpBase, photos: photos, code: code, location: location,
+                                               gps: gps, receive: receive) { path in
+            fputs("tally: photo '\(path)' has the same bytes as an earlier one: sent once\n", stderr)
         }
         if !json {
             print("job \(job.id)")
             fflush(stdout)
         }
         IntakeCrash.point("copied")
-        return runJobs([job], outbox: outbox, access: access, json: json, quiet: a.flag("quiet"), single: true,
+        return try runJobs([job], outbox: outbox, access: access, json: json, quiet: a.flag("quiet"), single: true,
                        held: lock)
-    }
-
-    /// Copies the photos and stores the job, holding the outbox lock so no
-    /// other process removes a photo file between the copy and the insert;
-    /// returns the job with its run lock already held, so a concurrent
-    /// `resume` cannot take it over before it starts.
-    private static func createJob(in outbox: IntakeOutbox, hub: String, photos: [IntakePhotos.Checked], code: String?,
-                                  location: String?, gps: (lat: Double, lon: Double)?,
-                                  receive: Int?) throws(OutboxError) -> (IntakeJob, OutboxLock) {
-        let lock = try outbox.lockAll()
-        defer { lock.release() }
-        let id = IntakePhotos.randomHex(8)
-        guard let jobLock = try outbox.lockJob(id) else {
-            throw OutboxError("cannot lock the new intake job \(id)")
-        }
-        var stored: [IntakePhoto] = []
-        for photo in photos {
-            let (sha, size) = try IntakePhotos.copy(photo.path, into: outbox.photoDirectory)
-            if stored.contains(where: { $0.sha256 == sha }) {
-                fputs("tally: photo '\(photo.path)' has the same bytes as an earlier one: sent once\n", stderr)
-                continue
-            }
-            stored.append(IntakePhoto(position: stored.count, sha256: sha, size: size, type: photo.type,
-                                      source: absolute(photo.path), uploaded: false))
-        }
-        let now = IntakeOutbox.now()
-        let job = IntakeJob(id: id, hub: hub, created: now, code: code, location: location, gps: gps,
-                            receive: receive, item: code == nil ? "items/\(id)" : nil, newItem: code == nil,
-                            state: .running, reason: nil, photos: stored,
-                            stages: IntakeJob.stages(withCode: code != nil).map {
-                                StageRecord(stage: $0, status: .pending, result: nil, updated: now)
-                            })
-        try outbox.insert(job)
-        return (job, jobLock)
     }
 
     // MARK: resume
 
-    static func resume(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func resume(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "intake resume", valued: HubAccess.valuedOptions.union(["outbox"]),
                               flags: HubAccess.flagOptions.union(["json", "quiet", "help"]))
         if a.flag("help") { print(help); return 0 }
         guard a.positionals.count <= 1 else {
             throw UsageError(message: "intake resume takes at most one JOB, not \(a.positionals.count)")
         }
-        guard let access = try checkedAccess(a) else { return 1 }
-        let outboxPath = try IntakeOutbox.defaultPath(flag: a.string("outbox"))
-        guard let (outbox, allJobs) = openOutbox(outboxPath) else { return 1 }
-        var jobs = allJobs
+        let access = try checkedAccess(a)
+        let outboxPath = try outboxPath(flag: a.string("outbox"))
+        let outbox = try IntakeOutbox(path: outboxPath)
+        var jobs = try outbox.jobs()
         let hub = access.httpBase
         if let wanted = a.positionals.first {
-            guard let job = try find(wanted, in: jobs, outbox: outbox) else { return 1 }
+            let job = try find(wanted, in: jobs, outbox: outbox)
             switch job.state {
             case .done:
                 printError("intake job \(job.id) is already done (\(job.record))")
                 return a.flag("json") ? printJSON(job) : 0
             case .failed:
-                printError("intake job \(job.id) failed and cannot be resumed: \(job.reason ?? "no reason recorded"); start a new job with 'tally intake new'")
-                return 1
+                throw CommandFailure.intakeJobFailed(job)
             case .running:
-                guard job.hub == hub else {
-                    printError("intake job \(job.id) belongs to the hub at \(job.hub), not \(hub): run 'tally intake resume \(job.id) --server \(job.hub)'")
-                    return 1
-                }
-                return runJobs([job], outbox: outbox, access: access, json: a.flag("json"), quiet: a.flag("quiet"), single: true)
+                guard job.hub == hub else { throw CommandFailure.intakeJobElsewhere(job, here: hub) }
+                return try runJobs([job], outbox: outbox, access: access, json: a.flag("json"), quiet: a.flag("quiet"), single: true)
             }
         }
         jobs = jobs.filter { $0.state == .running }
@@ -182,71 +143,72 @@ enum IntakeCommand {
             fputs("tally: no unfinished intake jobs for \(hub)\n", stderr)
             return 0
         }
-        return runJobs(jobs, outbox: outbox, access: access, json: a.flag("json"), quiet: a.flag("quiet"), single: false)
+        return try runJobs(jobs, outbox: outbox, access: access, json: a.flag("json"), quiet: a.flag("quiet"), single: false)
     }
 
     /// Runs jobs one after another; stops at the first network failure
     /// (the next would fail the same way). Exit status 0 only if all are done.
     private static func runJobs(_ jobs: [IntakeJob], outbox: IntakeOutbox, access: HubAccess, json: Bool,
-                                quiet: Bool, single: Bool, held: OutboxLock? = nil) -> Int32 {
-        let group: EventLoopGroup
-        do { group = try EventLoopGroup(threads: 1) } catch {
-            printError("cannot start: \(error)")
-            return 1
-        }
-        defer { group.shutdown() }
-        let runner = IntakeRunner(outbox: outbox, access: access, loop: group.next())
+                                quiet: Bool, single: Bool, held: OutboxLock? = nil) throws -> Int32 {
+        let runner = IntakeRunner(outbox: outbox, access: access)
         runner.verbose = !quiet
+        runner.log = { fputs("tally: \($0)\n", stderr) }
+        let progress = UploadProgress()
+        runner.onUpload = { progress.show($0) }
+        runner.checkpoint = { IntakeCrash.point($0) }
         var status: Int32 = 0
         var finished: [IntakeJob] = []
-        for var job in jobs {
-            let lock: OutboxLock
-            do {
-                var acquired = held
-                if acquired == nil { acquired = try outbox.lockJob(job.id) }
-                guard let acquired else {
+        var interrupted = false
+        do {
+            try runner.run(jobs, held: held) { event in
+                switch event {
+                case .busy(let job):
                     printError("intake job \(job.id) is being run by another tally process right now: skipped")
                     status = 1
                     finished.append(job)
-                    continue
+                case .starting(let job):
+                    if !single, !quiet { fputs("tally: resuming intake job \(job.id) at stage \(job.nextStage?.rawValue ?? "-")\n", stderr) }
+                case .ran(let job, let outcome):
+                    finished.append(job)
+                    switch outcome {
+                    case .done:
+                        if !json { print(single ? job.record : "\(job.record) done") }
+                    case .failed(let reason):
+                        printError("intake job \(job.id) failed: \(reason)")
+                        if !json { print(job.record) }
+                        status = 1
+                    case .interrupted(let error):
+                        printError("\(error)\nintake job \(job.id) is saved in the outbox: run 'tally intake resume' to continue it")
+                        if !json { print(job.record) }
+                        interrupted = true
+                        return
+                    }
+                    fflush(stdout)
                 }
-                lock = acquired
-                // Another process may have moved the job on before we got the lock.
-                if let current = try outbox.jobs(id: job.id).first { job = current }
-            } catch {
-                printError(error.message)
-                return 1
             }
-            defer { lock.release() }
-            if !single, !quiet { fputs("tally: resuming intake job \(job.id) at stage \(job.nextStage?.rawValue ?? "-")\n", stderr) }
-            let outcome: IntakeRunner.Outcome
-            do {
-                outcome = job.state == .running ? try runner.run(&job) : (job.state == .done ? .done : .failed(job.reason ?? ""))
-            } catch {
-                printError("\(error.message); the job is kept: run 'tally intake resume \(job.id)' once this is fixed")
-                return 1
+        } catch {
+            switch error {
+            case .outbox(let error): throw error
+            case .kept(let error, let job): throw CommandFailure.intakeOutbox(error, job: job)
             }
-            finished.append(job)
-            switch outcome {
-            case .done:
-                if !json { print(single ? job.record : "\(job.record) done") }
-            case .failed(let reason):
-                printError("intake job \(job.id) failed: \(reason)")
-                if !json { print(job.record) }
-                status = 1
-            case .interrupted(let error):
-                printError("\(error.message)\nintake job \(job.id) is saved in the outbox: run 'tally intake resume' to continue it")
-                if !json { print(job.record) }
-                if json { output(single ? .object(job.json) : .object(["jobs": .array(finished.map { .object($0.json) })])) }
-                return 1
+        }
+        if interrupted {
+            if json, let job = finished.last {
+                output(single ? .object(job.json) : .object(["jobs": .array(finished.map { .object($0.json) })]))
             }
-            fflush(stdout)
+            return 1
         }
         if json { output(single && finished.count == 1 ? .object(finished[0].json) : .object(["jobs": .array(finished.map { .object($0.json) })])) }
         return status
     }
 
     // MARK: Helpers
+
+    /// `--outbox FILE`, else `$TALLY_OUTBOX`, else the XDG data directory.
+    static func outboxPath(flag: String?) throws(UsageError) -> String {
+        try Arguments.dataFile(flag, option: "outbox", variable: "TALLY_OUTBOX", name: "outbox.sqlite",
+                               what: "the intake outbox")
+    }
 
     /// Takes every `--NAME VALUE` / `--NAME=VALUE` out of the arguments, in
     /// order (Arguments keeps only the last value of an option).
@@ -293,43 +255,31 @@ enum IntakeCommand {
         return (lat, lon)
     }
 
-    /// A `--server` the HTTP client can use, or a usage error.
     /// The hub's address and token from the flags: a malformed --server is a
     /// usage error; a token that would go out in plain text is refused
-    /// (printed, nil) before anything is written or sent.
-    static func checkedAccess(_ a: Arguments) throws(UsageError) -> HubAccess? {
+    /// (`HubError.insecureToken`) before anything is written or sent.
+    static func checkedAccess(_ a: Arguments) throws -> HubAccess {
         let access = HubAccess(a)
         do { _ = try WebSocketURL(access.httpBase) } catch {
             throw UsageError(message: "--server: \(error)")
         }
-        do {
-            try access.checkTransport(access.url)
-        } catch {
-            printError(error.message)
-            return nil
-        }
+        try access.checkTransport(access.url)
         return access
     }
 
-    /// The outbox and its jobs; nil (the reason printed) when it cannot be read.
-    static func openOutbox(_ path: String) -> (IntakeOutbox, [IntakeJob])? {
-        do throws(OutboxError) {
-            let outbox = try IntakeOutbox(path: path)
-            return (outbox, try outbox.jobs())
-        } catch {
-            printError(error.message)
-            return nil
-        }
-    }
-
-    private static func absolute(_ path: String) -> String {
-        if path.hasPrefix("/") { return path }
-        guard let cwd = getcwd(nil, 0) else { return path }
-        defer { free(cwd) }
-        return String(cString: cwd) + "/" + path
-    }
-
     static func output(_ value: JSONValue) { ClientCommands.output(value) }
+}
+
+/// Test hook: `TALLY_INTAKE_CRASH_AT=<point>` kills the process with
+/// SIGKILL when it reaches that point (see `IntakeRunner.checkpoint`), so
+/// tests can check that every point is recoverable.
+enum IntakeCrash {
+    static let target: String? = environment("TALLY_INTAKE_CRASH_AT")
+
+    static func point(_ name: String) {
+        guard target == name else { return }
+        kill(getpid(), SIGKILL)
+    }
 }
 
 extension String {

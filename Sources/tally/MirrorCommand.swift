@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import TallyClient
 import TallyMirror
 import TallyProtocol
 
@@ -132,7 +133,7 @@ enum MirrorCommand {
         """,
     ]
 
-    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let sub = args.first, !sub.hasPrefix("-") else {
             if args.contains("--help") || args.contains("-h") {
                 print(usage)
@@ -163,37 +164,13 @@ enum MirrorCommand {
 
     /// `--store`, else `$TALLY_MIRROR`, else the XDG data directory.
     static func storePath(_ a: Arguments) throws(UsageError) -> String {
-        func env(_ name: String) -> String? {
-            guard let value = getenv(name).map({ String(cString: $0) }), !value.isEmpty else { return nil }
-            return value
-        }
-        if let flag = a.string("store") {
-            guard !flag.isEmpty else { throw UsageError(message: "--store needs a file name") }
-            return flag
-        }
-        if let file = env("TALLY_MIRROR") { return file }
-        if let data = env("XDG_DATA_HOME") { return "\(data)/tally/mirror.sqlite" }
-        guard let home = env("HOME") else {
-            throw UsageError(message: "cannot place the mirror store: HOME is not set; use --store FILE or TALLY_MIRROR")
-        }
-        return "\(home)/.local/share/tally/mirror.sqlite"
+        try Arguments.dataFile(a.string("store"), option: "store", variable: "TALLY_MIRROR", name: "mirror.sqlite",
+                               what: "the mirror store")
     }
 
-    /// Opens the store (creating it and its directory when `create`).
-    static func open(_ path: String, create: Bool) throws(CLIError) -> MirrorStore {
-        if !create, access(path, F_OK) != 0 {
-            throw .disconnected("no mirror store at \(path); start one with 'tally mirror run --store \(path) PATTERN…'")
-        }
-        if create {
-            do { try IntakeOutbox.makeDirectories(IntakeOutbox.directory(of: path)) } catch {
-                throw .disconnected(error.message)
-            }
-        }
-        do { return try MirrorStore(path: path) } catch { throw .disconnected(error.message) }
-    }
-
-    /// Runs one command, mapping failures to messages and exit statuses:
-    /// usage mistakes 2, refusals and store failures 1.
+    /// Runs one command, mapping failures to messages and exit statuses
+    /// (`Failure`): usage mistakes and refused names and paths 2, other
+    /// refusals and store failures 1.
     static func perform(_ sub: String, _ a: Arguments) throws(UsageError) -> Int32 {
         do {
             let path = try storePath(a)
@@ -208,22 +185,8 @@ enum MirrorCommand {
             return 0
         } catch let error as UsageError {
             throw error
-        } catch let error as CLIError {
-            printError(error.message)
-            return 1
-        } catch let error as MirrorError {
-            if case .refused(let refusal) = error, refusal.code == .badPath || refusal.code == .badField || refusal.code == .badName {
-                printError("\(refusal.message)\nRun 'tally mirror \(sub) --help' for usage.")
-                return 2
-            }
-            printError(error.description)
-            return 1
-        } catch let error as ProtocolError {
-            printError("\(error.message)\nRun 'tally mirror \(sub) --help' for usage.")
-            return 2
         } catch {
-            printError("\(error)")
-            return 1
+            return Failure.report(error, command: "mirror \(sub)")
         }
     }
 
@@ -239,26 +202,18 @@ enum MirrorCommand {
         let p = a.positionals
         guard p.count == 1 else { throw UsageError(message: "mirror get needs exactly one record name") }
         try Names.validate(p[0], field: "NAME")
-        let store = try open(path, create: false)
-        guard let record = try store.record(p[0]), let data = record.data else {
-            throw MirrorError.refused(ProtocolError(.notFound, "\(p[0]) is not in the mirror \(path)"))
+        let store = try MirrorStore.open(path, create: false)
+        let copy = try store.localCopy(p[0])
+        var envelope: JSONObject = ["name": .string(copy.record.name), "version": .int(copy.record.version),
+                                    "seq": .int(copy.record.seq), "pending": .bool(copy.pending)]
+        var value = JSONValue.object(copy.data)
+        if let text = a.string("path") {
+            value = try copy.value(at: try parsePath(text), text: text)
+            (envelope["path"], envelope["value"]) = (.string(text), value)
+        } else {
+            envelope["data"] = value
         }
-        let pending = try !store.pendingEntries(name: p[0]).isEmpty
-        var envelope: JSONObject = ["name": .string(record.name), "version": .int(record.version), "seq": .int(record.seq),
-                                    "pending": .bool(pending)]
-        if let pathText = a.string("path") {
-            let parsed = try parsePath(pathText)
-            guard let value = JSONValue.object(data).value(at: parsed) else {
-                throw MirrorError.refused(ProtocolError(.notFound, "\(p[0]) has no value at \(pathText) in the mirror"))
-            }
-            envelope["path"] = .string(pathText)
-            envelope["value"] = value
-            if a.flag("json") { return ClientCommands.output(.object(envelope)) }
-            return ClientCommands.output(value, pretty: true)
-        }
-        envelope["data"] = .object(data)
-        if a.flag("json") { return ClientCommands.output(.object(envelope)) }
-        ClientCommands.output(.object(data), pretty: true)
+        ClientCommands.output(a.flag("json") ? .object(envelope) : value, pretty: !a.flag("json"))
     }
 
     static func ls(_ a: Arguments, _ path: String) throws {
@@ -266,25 +221,18 @@ enum MirrorCommand {
         guard p.count <= 1 else { throw UsageError(message: "mirror ls takes at most one PREFIX") }
         let prefix = p.first ?? ""
         if !prefix.isEmpty { try Names.validatePrefix(prefix, field: "PREFIX") }
-        let store = try open(path, create: false)
+        let store = try MirrorStore.open(path, create: false)
         if a.flag("lists") {
             let lists = try store.lists(prefix: prefix)
-            if a.flag("json") {
-                return ClientCommands.output(.object(["lists": .array(lists.map { list in
-                    .object(["list": .string(list.name), "version": .int(list.version), "seq": .int(list.seq),
-                             "entries": .array(list.entries.map(JSONValue.string))])
-                })]))
-            }
+            if a.flag("json") { return ClientCommands.output(.object(["lists": .array(lists.map { .object($0.json) })])) }
             for list in lists { print("\(list.name)  v\(list.version)  \(list.entries.count) entries") }
             return
         }
         let records = try store.records(prefix: prefix)
-        var pendingNames: Set<String> = []
-        for entry in try store.pendingEntries(after: 0, limit: Int.max) { pendingNames.insert(entry.name) }
+        let pendingNames = try store.pendingNames()
         if a.flag("json") {
-            return ClientCommands.output(.object(["records": .array(records.map { record in
-                .object(["name": .string(record.name), "version": .int(record.version), "seq": .int(record.seq),
-                         "data": .object(record.data ?? [:]), "pending": .bool(pendingNames.contains(record.name))])
+            return ClientCommands.output(.object(["records": .array(records.map {
+                .object($0.json(pending: pendingNames.contains($0.name)))
             })]))
         }
         for record in records {
@@ -330,15 +278,9 @@ enum MirrorCommand {
         if let idem, idem.isEmpty || idem.utf8.count > 200 {
             throw UsageError(message: "--idem must be 1 to 200 bytes")
         }
-        let store = try open(path, create: true)
+        let store = try MirrorStore.open(path, create: true)
         let result = try store.write(command, ifVersion: ifVersion, idem: idem, reason: a.string("reason"))
-        if a.flag("json") {
-            var body: JSONObject = ["name": .string(result.name), "version": .int(result.version), "seq": .int(result.seq),
-                                    "pending": true, "outbox": .int(result.outbox), "idem": .string(result.idem),
-                                    "entries": .array(result.entries.map { .int($0) })]
-            if let data = result.data { body["data"] = .object(data) }
-            return ClientCommands.output(.object(body))
-        }
+        if a.flag("json") { return ClientCommands.output(.object(result.json)) }
         print("\(result.name) pending (outbox \(result.outbox); based on version \(result.version))")
     }
 
@@ -346,53 +288,23 @@ enum MirrorCommand {
 
     static func status(_ a: Arguments, _ path: String) throws {
         guard a.positionals.isEmpty else { throw UsageError(message: "mirror status takes no arguments") }
-        let running: Bool
-        do { running = try MirrorRunLock.isHeld(store: path) } catch { throw CLIError.disconnected(error.message) }
-        guard access(path, F_OK) == 0 else {
+        let status = try MirrorStatus.read(store: path)
+        if a.flag("json") { return ClientCommands.output(.object(status.json)) }
+        guard status.exists else {
             // A 'mirror run' that is just starting has not created it yet.
-            if a.flag("json") {
-                return ClientCommands.output(.object([
-                    "store": .string(path), "online": false, "running": .bool(running), "server": .null, "lastSeq": 0,
-                    "outbox": 0, "failed": 0, "conflicts": 0, "lastError": .null, "patterns": .array([]), "client": .null,
-                    "resync": .null, "exists": false,
-                ]))
-            }
-            return print("mirror \(path): offline (no mirror store yet\(running ? "; mirror run is starting" : ""))")
+            return print("mirror \(path): offline (no mirror store yet\(status.running ? "; mirror run is starting" : ""))")
         }
-        let store = try open(path, create: false)
-        let onlineFlag = try store.meta("online")
-        let online = running && onlineFlag == "1"
-        let cursors = try store.cursors()
-        let lastSeq = Int64(try store.meta("last_seq") ?? "") ?? cursors.values.max() ?? 0
-        let depth = try store.outboxDepth()
-        let failed = try store.failedEntries().count
-        let conflicts = try store.conflicts().count
-        let lastError = try store.meta("last_error")
-        let patterns = (try store.meta("patterns")).flatMap { try? JSONValue.parse($0) } ?? .array([])
-        // Stored by the run as it goes; a run that was killed left its last one behind.
-        let resync = running ? (try store.meta("resync")).flatMap { try? JSONValue.parse($0) }?.objectValue
-            .flatMap(ResyncState.init(json:)) : nil
-        var body: JSONObject = [
-            "store": .string(path), "online": .bool(online), "running": .bool(running),
-            "server": (try store.meta("hub")).map(JSONValue.string) ?? .null, "lastSeq": .int(lastSeq),
-            "outbox": .int(depth), "failed": .int(Int64(failed)), "conflicts": .int(Int64(conflicts)),
-            "lastError": lastError.map(JSONValue.string) ?? .null, "patterns": patterns,
-            "client": (try store.meta("client")).map(JSONValue.string) ?? .null,
-            "resync": resync.map { .object($0.json) } ?? .null,
-        ]
-        if let at = (try store.meta("last_error_at")).flatMap({ Int64($0) }) { body["lastErrorAt"] = .int(at) }
-        if a.flag("json") { return ClientCommands.output(.object(body)) }
-        let state = online ? "online" : running ? "offline (mirror run is reconnecting)" : "offline (no mirror run on this store)"
+        let state = status.online ? "online" : status.running ? "offline (mirror run is reconnecting)" : "offline (no mirror run on this store)"
+        let (depth, failed, conflicts) = (status.outbox, status.failed, status.conflicts)
         print("mirror \(path): \(state)")
-        print("  hub          \(body["server"]?.stringValue ?? "(never run)")")
-        let names = patterns.arrayValue?.compactMap(\.stringValue) ?? []
-        print("  patterns     \(names.isEmpty ? "(none)" : names.joined(separator: " "))")
-        print("  last seq     \(lastSeq)")
+        print("  hub          \(status.server ?? "(never run)")")
+        print("  patterns     \(status.patterns.isEmpty ? "(none)" : status.patterns.joined(separator: " "))")
+        print("  last seq     \(status.lastSeq)")
         print("  outbox       \(depth) write\(depth == 1 ? "" : "s") waiting")
         if failed > 0 { print("  refused      \(failed) write\(failed == 1 ? "" : "s") the hub refused (see the log of mirror run)") }
         print("  conflicts    \(conflicts) open\(conflicts > 0 ? " ('tally mirror conflicts' lists them)" : "")")
-        print("  last error   \(lastError ?? "none")")
-        if let resync { print("  resync       \(resync.summary)") }
+        print("  last error   \(status.lastError ?? "none")")
+        if let resync = status.resync { print("  resync       \(resync.summary)") }
     }
 
     static func conflicts(_ a: Arguments, _ path: String) throws {
@@ -402,7 +314,7 @@ enum MirrorCommand {
             guard let take = a.string("take"), take == "local" || take == "hub" else {
                 throw UsageError(message: "conflicts resolve needs --take local or --take hub")
             }
-            let store = try open(path, create: false)
+            let store = try MirrorStore.open(path, create: false)
             let mirror = try store.meta("client") ?? "mirror:\(path)"
             let conflict = try store.resolveConflict(p[1], take: take == "local" ? .client : .hub, mirror: mirror)
             if a.flag("json") { return ClientCommands.output(.object(conflict.json)) }
@@ -411,7 +323,7 @@ enum MirrorCommand {
             return
         }
         guard p.isEmpty else { throw UsageError(message: "mirror conflicts takes no arguments (or: resolve ID --take local|hub)") }
-        let store = try open(path, create: false)
+        let store = try MirrorStore.open(path, create: false)
         let list = try store.conflicts(includeResolved: a.flag("all"))
         if a.flag("json") { return ClientCommands.output(.object(["conflicts": .array(list.map { .object($0.json) })])) }
         if list.isEmpty { return print("no \(a.flag("all") ? "" : "open ")conflicts") }

@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import Synchronization
+import TallyConcurrency
 import TallyClient
 import TallyMirror
 import TallyNet
@@ -8,7 +8,7 @@ import TallyProtocol
 /// `tally mirror run`: starts `MirrorSync` on the store and waits for
 /// SIGINT/SIGTERM (or a fatal store error).
 enum MirrorRunCommand {
-    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func run(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "mirror run",
                               valued: HubAccess.valuedOptions.union(["store", "policy"]),
                               flags: HubAccess.flagOptions.union(["help", "quiet"]))
@@ -44,50 +44,28 @@ enum MirrorRunCommand {
         for signal in [SIGINT, SIGTERM, SIGUSR1] { sigaddset(&signals, signal) }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
 
-        let store: MirrorStore
-        do { store = try MirrorCommand.open(path, create: true) } catch {
-            printError(error.message)
-            return 1
-        }
-        let lock: MirrorRunLock
-        do {
-            guard let held = try MirrorRunLock.acquire(store: path) else {
-                printError("another 'tally mirror run' is using \(path) (only one may run per store); 'tally mirror status --store \(path)' shows it")
-                return 1
-            }
-            lock = held
-        } catch {
-            printError(error.message)
-            return 1
-        }
+        let store = try MirrorStore.open(path, create: true)
+        guard let lock = try MirrorRunLock.acquire(store: path) else { throw CommandFailure.mirrorRunning(store: path) }
         defer { lock.release() }
 
         var patterns = a.positionals
         var access = HubAccess(a)
-        do {
-            if patterns.isEmpty, let stored = try store.meta("patterns"),
-               let list = (try? JSONValue.parse(stored))?.arrayValue?.compactMap(\.stringValue) {
-                patterns = list
-            }
-            if access.server == nil, let hub = try store.meta("hub") { access.server = hub }
-        } catch {
-            printError(error.message)
-            return 1
+        if patterns.isEmpty, let stored = try store.meta("patterns"),
+           let list = (try? JSONValue.parse(stored))?.arrayValue?.compactMap(\.stringValue) {
+            patterns = list
         }
+        if access.server == nil, let hub = try store.meta("hub") { access.server = hub }
         guard !patterns.isEmpty else {
             throw UsageError(message: "mirror run needs at least one PATTERN (e.g. orders/ items/)")
         }
         let url = access.url
-        do { try access.checkTransport(url) } catch {
-            printError(error.message)
-            return 1
-        }
+        try access.checkTransport(url)
 
         let quiet = a.flag("quiet")
         let progress = ResyncDisplay(quiet: quiet)
-        let fatal = Mutex<String?>(nil)
+        let fatal = LockedValueBox<String?>(nil)
         var configuration = MirrorSync.Configuration(url: url, token: access.token,
-                                                     clientID: clientID(store: path), patterns: patterns)
+                                                     clientID: MirrorSync.clientID(store: path), patterns: patterns)
         configuration.serverLabel = access.server ?? url
         configuration.policies = PolicyTable(policies)
         configuration.options.requestTimeoutMillis = 15_000
@@ -95,12 +73,7 @@ enum MirrorRunCommand {
         configuration.options.idleTimeoutMillis = 10_000
         configuration.options.connectTimeoutMillis = 6_000
         let fetchAccess = access
-        configuration.fetchWorkflows = {
-            guard let response = try? HTTPClient(access: fetchAccess).get("/v1/workflows"), response.status == 200 else {
-                return nil
-            }
-            return try? JSONValue.parse(response.body)
-        }
+        configuration.fetchWorkflows = { WorkflowCatalog.fetchJSON(fetchAccess) }
         configuration.progress = { progress.show($0) }
         configuration.log = { line in if !quiet { progress.log(line) } }
         configuration.fatal = { message in
@@ -109,8 +82,7 @@ enum MirrorRunCommand {
         }
         let sync: MirrorSync
         do { sync = try MirrorSync(store: store, configuration: configuration) } catch {
-            printError(error.description)
-            return 1
+            throw CommandFailure.mirrorStart(error)
         }
         if !quiet {
             fputs("tally: mirroring \(patterns.joined(separator: " ")) from \(url) into \(path)\n", stderr)
@@ -120,33 +92,9 @@ enum MirrorRunCommand {
         var received: Int32 = 0
         while sigwait(&signals, &received) != 0 {}
         sync.stop()
-        if let message = fatal.withLock({ $0 }) {
-            printError("mirror run stopped: \(message)")
-            return 1
-        }
+        if let message = fatal.withLock({ $0 }) { throw CommandFailure.mirrorStopped(message) }
         if !quiet { fputs("tally: mirror run stopped (\(received == SIGINT ? "interrupted" : "terminated")); the store is consistent\n", stderr) }
         return 0
-    }
-
-    /// `mirror:<host>:<hash of the store's absolute path>`: the same mirror
-    /// gets the same id on every run.
-    static func clientID(store path: String) -> String {
-        var host = [CChar](repeating: 0, count: 256)
-        gethostname(&host, host.count - 1)
-        let hostname = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        var absolute = path
-        if let resolved = realpath(path, nil) {
-            absolute = String(cString: resolved)
-            free(resolved)
-        }
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in absolute.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        let digits = Array("0123456789abcdef")
-        let hex = String((0..<12).map { digits[Int((hash >> (60 - UInt64($0) * 4)) & 0xf)] })
-        return "mirror:\(hostname):\(hex)"
     }
 }
 
@@ -157,7 +105,7 @@ enum MirrorRunCommand {
 final class ResyncDisplay: Sendable {
     private let isTerminal = isatty(STDERR_FILENO) == 1
     private let quiet: Bool
-    private let state = Mutex<(key: String, percent: Int, done: Int, drawn: Bool)>(("", -1, -1, false))
+    private let state = LockedValueBox<(key: String, percent: Int, done: Int, drawn: Bool)>(("", -1, -1, false))
 
     init(quiet: Bool) { self.quiet = quiet }
 

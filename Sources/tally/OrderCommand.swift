@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import TallyClient
 import TallyMirror
 import TallyProtocol
 
@@ -95,20 +96,16 @@ enum OrderCommand {
         let wanted = stages.isEmpty ? workflow.map { flow in flow.stages.filter { !flow.terminal.contains($0) } } ?? [] : stages
         let client = try c.connect()
         defer { client.close() }
-        var after: String?
         var rows: [[String]] = []
-        while true {
-            var message: JSONObject = ["op": "get", "limit": 1000]
-            if all {
-                message["prefix"] = "orders/"
-            } else {
-                let field = workflow?.stageField ?? "stage"
-                message["query"] = ["prefix": "orders/", "where": [field: .array(wanted.map(JSONValue.string))]]
-            }
-            if let after { message["after"] = .string(after) }
-            let reply = try client.request(message)
-            let records = reply["records"]?.arrayValue ?? []
-            for case .object(let record) in records {
+        var message: JSONObject = ["op": "get"]
+        if all {
+            message["prefix"] = "orders/"
+        } else {
+            let field = workflow?.stageField ?? "stage"
+            message["query"] = ["prefix": "orders/", "where": [field: .array(wanted.map(JSONValue.string))]]
+        }
+        try client.forEachPage(message) { records in
+            for record in records {
                 let data = record["data"]?.objectValue ?? [:]
                 let current = data["stage"]?.stringValue ?? "?"
                 if c.json {
@@ -120,8 +117,6 @@ enum OrderCommand {
                                  data["kind"]?.stringValue ?? "?", data["item"]?.stringValue ?? "?"])
                 }
             }
-            guard reply["more"] == .bool(true), let last = records.last?.objectValue?["name"]?.stringValue else { break }
-            after = last
         }
         guard !c.json else { return }
         if rows.isEmpty {
@@ -138,9 +133,7 @@ enum OrderCommand {
     /// The hub's `orders/` workflow (`GET /v1/workflows`), or the shipped one
     /// when the hub cannot say.
     static func ordersWorkflow(_ c: ClientCommands.Context) -> WorkflowRule? {
-        let catalog = (try? HTTPClient(access: HubAccess(c.arguments)).get("/v1/workflows"))
-            .flatMap { $0.status == 200 ? try? JSONValue.parse($0.body) : nil }
-            .flatMap(WorkflowCatalog.init(json:)) ?? .shipped
+        let catalog = WorkflowCatalog.fetchJSON(HubAccess(c.arguments)).flatMap(WorkflowCatalog.init(json:)) ?? .shipped
         return catalog.rule(for: "orders/x")
     }
 

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
-import TallyProtocol
+import TallyClient
+import TallyHTTP
 
 /// `tally resolve CODE`: which item a scanned code names — its id, SKU, a
 /// serial, one of its codes, a UUID or an item link (`GET /v1/resolve/{code}`).
@@ -15,7 +16,7 @@ enum ResolveCommand {
     \(HubAccess.help)
     """
 
-    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func run(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "resolve", valued: HubAccess.valuedOptions,
                               flags: HubAccess.flagOptions.union(["json", "help"]))
         if a.flag("help") { print(help); return 0 }
@@ -25,13 +26,12 @@ enum ResolveCommand {
         guard !code.isEmpty, code.utf8.count <= 2048 else {
             throw UsageError(message: "CODE must be 1 to 2048 bytes")
         }
-        guard let access = try IntakeCommand.checkedAccess(a) else { return 1 }
+        let access = try IntakeCommand.checkedAccess(a)
         let response: HTTPClientResponse
         do {
-            response = try HTTPClient(access: access).get("/v1/resolve/\(HTTPClient.percentEncode(code))")
+            response = try RESTClient(access: access).get("/v1/resolve/\(RESTClient.percentEncode(code))")
         } catch {
-            printError(error.message)
-            return 1
+            return Failure.report(error, command: "resolve")
         }
         let body = response.json
         let json = a.flag("json")
@@ -55,7 +55,7 @@ enum ResolveCommand {
             return 1
         default:
             if json, let body { ClientCommands.output(.object(body)) }
-            printError(response.refusal.message)
+            printError(Failure.message(response.refusal))
             return 1
         }
     }

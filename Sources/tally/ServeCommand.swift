@@ -66,7 +66,7 @@ enum ServeCommand {
                                holding this binary or the current directory)
     """
 
-    static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
+    static func run(_ args: ArraySlice<String>) throws -> Int32 {
         let arguments = try Arguments(args, command: "serve",
             valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-bytes", "retain-age",
                      "max-record-size", "blob-quota", "cache-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
@@ -104,8 +104,7 @@ enum ServeCommand {
                     configuration.core.authenticator = Authenticator(users: users)
                 }
             } catch {
-                printError("bad config file \(path): \(error)")
-                return 2
+                throw CommandFailure.configFile(path: path, error)
             }
         }
         if let host = arguments.string("host") { server.host = host }
@@ -185,8 +184,7 @@ enum ServeCommand {
             do {
                 server.tls = try TLSContext.server(certificateChainFile: cert, privateKeyFile: key)
             } catch {
-                printError("cannot use the TLS certificate: \(error.message)")
-                return 1
+                throw CommandFailure.certificate(error)
             }
         case (nil, nil):
             break
@@ -199,9 +197,8 @@ enum ServeCommand {
             throw UsageError(message: "--demo-interval goes with --demo")
         }
         let open = configuration.core.authenticator == nil
-        if open, !HubAccess.isLoopback(server.host), !arguments.flag("open") {
-            printError("refusing to serve \(server.host) without authentication: anyone who can reach it could change everything. Add users to a --config file (README, \"Config file\"), bind 127.0.0.1, or pass --open if this network is trusted")
-            return 2
+        if open, !HostLiteral.isLoopback(server.host), !arguments.flag("open") {
+            throw CommandFailure.unauthenticatedNetwork(host: server.host)
         }
 
         // Block the stop signals in every thread (the loops inherit the mask),
@@ -213,13 +210,7 @@ enum ServeCommand {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         raiseDescriptorLimit()
 
-        let hub: Hub
-        do {
-            hub = try Hub(configuration: configuration)
-        } catch {
-            printError(error.isAboutTheDataDirectory ? "\(error)" : "cannot start the hub: \(error)")
-            return 1
-        }
+        let hub = try Hub(configuration: configuration)
         let scheme = server.tls == nil ? "http" : "https"
         let host = server.host.contains(":") ? "[\(server.host)]" : server.host
         server.logger.info("server.started", ["address": "\(scheme)://\(host):\(hub.port)",
@@ -232,7 +223,7 @@ enum ServeCommand {
                                               "auth": configuration.core.authenticator.map { "tokens (\($0.users.count) users)" } ?? "open"])
         print("tally listening on \(scheme)://\(host):\(hub.port)")
         if open {
-            print("open mode: no users configured, so there is no authentication and every client acts as admin\(HubAccess.isLoopback(server.host) ? " (loopback only)" : " (--open)")")
+            print("open mode: no users configured, so there is no authentication and every client acts as admin\(HostLiteral.isLoopback(server.host) ? " (loopback only)" : " (--open)")")
         }
         fflush(stdout)
 
@@ -252,8 +243,4 @@ enum ServeCommand {
         server.logger.info("server.stopped")
         return 0
     }
-}
-
-func printError(_ message: String) {
-    fputs("tally: \(message)\n", stderr)
 }

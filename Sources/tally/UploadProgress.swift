@@ -1,18 +1,26 @@
 @preconcurrency import Glibc
+import TallyIntake
 
-/// Shows each photo upload on stderr: a progress bar redrawn in place when
-/// stderr is a terminal, else one line per photo when it is stored (logs
-/// and pipes get no carriage returns).
+/// Draws the intake runner's photo uploads on stderr: a progress bar
+/// redrawn in place when stderr is a terminal, else one line per photo when
+/// it is stored (logs and pipes get no carriage returns).
 final class UploadProgress {
     private let isTerminal = isatty(STDERR_FILENO) == 1
-    /// Nothing at all (`--quiet`).
-    var quiet = false
     private var label = ""
     private var lastDraw: Int64 = 0
     private var lastPercent = -1
     private var drawn = false
 
-    func start(label: String, size: Int) {
+    func show(_ event: PhotoUploadEvent) {
+        switch event {
+        case .started(let label, let size): start(label: label, size: size)
+        case .sent(let sent, let total): update(sent: sent, total: total)
+        case .stored(let label, let sha256, let size, let new): finish(label: label, sha256: sha256, size: size, new: new)
+        case .abandoned: abandon()
+        }
+    }
+
+    private func start(label: String, size: Int) {
         self.label = label
         lastPercent = -1
         lastDraw = 0
@@ -21,8 +29,8 @@ final class UploadProgress {
     }
 
     /// Redraws the bar at most every 100 ms or whole percent.
-    func update(sent: Int, total: Int) {
-        guard isTerminal, !quiet else { return }
+    private func update(sent: Int, total: Int) {
+        guard isTerminal else { return }
         let percent = total > 0 ? sent * 100 / total : 100
         let now = Self.monotonicMillis()
         guard percent != lastPercent, now - lastDraw >= 100 || percent == 100 || lastPercent < 0 else { return }
@@ -36,8 +44,7 @@ final class UploadProgress {
     }
 
     /// The photo is stored: ends the bar (terminal) or prints its one line.
-    func finish(label: String, sha256: String, size: Int, new: Bool) {
-        guard !quiet else { return }
+    private func finish(label: String, sha256: String, size: Int, new: Bool) {
         let line = "\(label) \(sha256.prefix(12)) \(Self.size(size)) \(new ? "stored" : "already stored")"
         if isTerminal {
             fputs("\r\(line)\u{1B}[K\n", stderr)
@@ -48,7 +55,7 @@ final class UploadProgress {
     }
 
     /// The upload stopped before the photo was stored: ends the bar's line.
-    func abandon() {
+    private func abandon() {
         if drawn { fputs("\n", stderr) }
         drawn = false
     }

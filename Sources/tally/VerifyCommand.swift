@@ -31,37 +31,17 @@ enum VerifyCommand {
         try a.noPositionals("verify")
         let path = try MirrorCommand.storePath(a)
         do {
-            let store = try MirrorCommand.open(path, create: false)
+            let store = try MirrorStore.open(path, create: false)
             var access = HubAccess(a)
             if access.server == nil {
                 guard let hub = try store.meta("hub") else {
-                    throw CLIError.disconnected("the mirror \(path) has never run against a hub; give --server URL")
+                    throw HubError.disconnected("the mirror \(path) has never run against a hub; give --server URL")
                 }
                 access.server = hub
             }
-            let patterns = (try store.meta("patterns")).flatMap { try? JSONValue.parse($0) }?.arrayValue?.compactMap(\.stringValue) ?? []
-            let scope = MirrorComparison.scope(patterns: patterns, catalog: try store.workflows())
-            let group = try EventLoopGroup(threads: 1)
-            defer { group.shutdown() }
-            let client = try HubClient(access: access, loop: group.next())
+            let client = try BlockingTallyClient(access: access)
             defer { client.close() }
-
-            var differences: [MirrorDifference] = []
-            for prefix in scope.prefixes {
-                differences += MirrorComparison.records(mirror: try store.records(prefix: prefix),
-                                                        hub: try hubRecords(client, prefix: prefix))
-            }
-            for name in scope.records {
-                let hub = try hubRecord(client, name).map { [$0] } ?? []
-                let local = try store.record(name).map { [$0] } ?? []
-                differences += MirrorComparison.records(mirror: local, hub: hub)
-            }
-            for name in scope.lists {
-                if let difference = MirrorComparison.list(name: name, mirror: try store.list(name), hub: try hubList(client, name)) {
-                    differences.append(difference)
-                }
-            }
-            let depth = try store.outboxDepth()
+            let (differences, patterns, depth) = try MirrorComparison.compare(store, with: client)
             if a.flag("json") {
                 ClientCommands.output(.object([
                     "equal": .bool(differences.isEmpty), "outbox": .int(depth),
@@ -74,7 +54,7 @@ enum VerifyCommand {
                     }),
                 ]))
             } else if differences.isEmpty {
-                print("the mirror \(path) and the hub agree (\(scope.prefixes.count + scope.records.count) pattern\(scope.prefixes.count + scope.records.count == 1 ? "" : "s"))")
+                print("the mirror \(path) and the hub agree (\(patterns) pattern\(patterns == 1 ? "" : "s"))")
             } else {
                 for difference in differences { print(difference.description) }
                 print("\(differences.count) difference\(differences.count == 1 ? "" : "s")"
@@ -83,42 +63,8 @@ enum VerifyCommand {
             return differences.isEmpty ? 0 : 1
         } catch let error as UsageError {
             throw error
-        } catch let error as CLIError {
-            printError(error.message)
-            return 3
         } catch {
-            printError("\(error)")
-            return 3
-        }
-    }
-
-    static func hubRecords(_ client: HubClient, prefix: String) throws(CLIError) -> [RecordEnvelope] {
-        var records: [RecordEnvelope] = []
-        var after: String?
-        while true {
-            var message: JSONObject = ["op": "get", "prefix": .string(prefix), "limit": 1000]
-            if let after { message["after"] = .string(after) }
-            let reply = try client.request(message)
-            let page = (reply["records"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(RecordEnvelope.init(json:)) }
-            records += page
-            guard reply["more"] == .bool(true), let last = page.last else { return records }
-            after = last.name
-        }
-    }
-
-    static func hubRecord(_ client: HubClient, _ name: String) throws(CLIError) -> RecordEnvelope? {
-        do {
-            return RecordEnvelope(json: try client.request(["op": "get", "name": .string(name)]))
-        } catch where error.code == "not_found" {
-            return nil
-        }
-    }
-
-    static func hubList(_ client: HubClient, _ name: String) throws(CLIError) -> ListEnvelope? {
-        do {
-            return ListEnvelope(json: try client.wholeList(name))
-        } catch where error.code == "not_found" {
-            return nil
+            return Failure.report(error, command: "verify", failure: 3)
         }
     }
 }

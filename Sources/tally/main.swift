@@ -27,9 +27,10 @@ Exit status: 0 success, 1 failure, 2 usage error.
 
 let version = "0.3.0"
 let args = CommandLine.arguments
+let command = args.dropFirst().first
 let status: Int32
 do {
-    switch args.dropFirst().first {
+    switch command {
     case nil, "help", "--help", "-h":
         print(usage)
         status = 0
@@ -57,11 +58,7 @@ do {
     case let other?:
         throw UsageError(message: "unknown command '\(other)'")
     }
-} catch let error as UsageError {
-    printError("\(error.message)\nRun 'tally --help' for usage.")
-    status = 2
 } catch {
-    printError("\(error)")
-    status = 2
+    status = Failure.report(error, command: command ?? "")
 }
 exit(status)

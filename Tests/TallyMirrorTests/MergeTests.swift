@@ -136,3 +136,13 @@ func object(_ text: String) -> JSONObject { (try? JSONValue.parse(text))?.object
         }
     }
 }
+
+@Suite struct MirrorNamesTests {
+    /// A conflict's id and a mirror's client id are stable across versions
+    /// (a conflict recorded again after a crash must get the same id).
+    @Test func conflictAndClientIDsAreStable() {
+        #expect(MirrorSync.conflictID("mirror-abc", "qty") == "0f442806897b330b")
+        #expect(MirrorSync.hashHex("/tmp/m.sqlite", digits: 12) == "f84786c3dd5d")
+        #expect(MirrorSync.clientID(store: "/nonexistent/wtc/m.sqlite").hasSuffix(":" + MirrorSync.hashHex("/nonexistent/wtc/m.sqlite", digits: 12)))
+    }
+}

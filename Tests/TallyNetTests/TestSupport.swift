@@ -354,7 +354,7 @@ func textBytes(count: Int) -> [UInt8] {
 
 /// An HTTP response read off a raw socket.
 struct RawResponse {
-    var head: ResponseHead
+    var head: HTTPClientResponse
     var body: [UInt8]
     var status: Int { head.status }
     var text: String { String(decoding: body, as: UTF8.self) }
@@ -494,22 +494,24 @@ final class RawSocket {
     /// as for a response to HEAD or a 1xx).
     func readResponse(timeoutMillis: Int = eventTimeout, bodyless: Bool = false) throws -> RawResponse {
         let end = deadline(timeoutMillis)
-        var headEnd = ResponseHead.endOfHead(buffered)
-        while headEnd == nil {
-            guard try fill(deadline: end) else {
-                throw TestFailure("EOF before a response head; got '\(String(decoding: buffered, as: UTF8.self))'")
+        var parser = HTTPResponseParser(limits: HTTPResponseLimits(maxBodyBytes: 64 << 20), isHeadRequest: bodyless,
+                                        reportsHead: true)
+        while true {
+            if !buffered.isEmpty {
+                let (consumed, result) = parser.parse(buffered[...])
+                buffered.removeFirst(consumed)
+                switch result {
+                case .needMore: break
+                case .head(let head) where head.status < 200: return RawResponse(head: head, body: [])
+                case .head: continue
+                case .response(let response): return RawResponse(head: response, body: response.body)
+                case .failure(let error): throw TestFailure("bad response: \(error.message)")
+                }
             }
-            headEnd = ResponseHead.endOfHead(buffered)
+            guard try fill(deadline: end) else {
+                throw TestFailure("EOF before a whole response; got '\(String(decoding: buffered, as: UTF8.self))'")
+            }
         }
-        let head = try ResponseHead.parse(buffered[..<headEnd!])
-        buffered.removeFirst(headEnd!)
-        let length = bodyless ? 0 : Int(head.headers["Content-Length"] ?? "0") ?? 0
-        while buffered.count < length {
-            guard try fill(deadline: end) else { throw TestFailure("EOF inside a response body") }
-        }
-        let body = Array(buffered[..<length])
-        buffered.removeFirst(length)
-        return RawResponse(head: head, body: body)
     }
 
     /// Sends an opening handshake for `path` and reads the answer; after a

@@ -86,3 +86,24 @@ struct JSONSerializerTests {
         #expect(value.description == #"{"op":"set","v":[1,2]}"#)
     }
 }
+
+@Suite("JSONValue.prettyString")
+struct JSONPrettyTests {
+    @Test func indentsMembersAndElementsAndKeepsEmptyContainersShort() throws {
+        let value = try JSONValue.parse(#"{"a":[1,{"b":null}],"c":{},"d":[],"e":"x\"y"}"#)
+        #expect(value.prettyString == """
+            {
+              "a": [
+                1,
+                {
+                  "b": null
+                }
+              ],
+              "c": {},
+              "d": [],
+              "e": "x\\"y"
+            }
+            """)
+        #expect((3 as JSONValue).prettyString == "3")
+    }
+}

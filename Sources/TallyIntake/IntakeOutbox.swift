@@ -4,9 +4,9 @@ import TallySQLite
 
 /// Why the intake outbox could not be read or written; the message names
 /// the file and the operation.
-struct OutboxError: Error, SQLiteFailure {
-    var message: String
-    init(_ message: String) { self.message = message }
+public struct OutboxError: Error, SQLiteFailure {
+    public var message: String
+    public init(_ message: String) { self.message = message }
 }
 
 /// The persistent local outbox of intake jobs: an SQLite file with the jobs,
@@ -17,49 +17,26 @@ struct OutboxError: Error, SQLiteFailure {
 /// one transaction with the ids it returned; a process killed at any point
 /// finds each stage either confirmed (with its ids) or still pending, and
 /// the stage's idempotency key makes re-sending a pending stage safe.
-final class IntakeOutbox {
-    let path: String
+public final class IntakeOutbox {
+    public let path: String
     /// Where the photos' bytes are kept while their jobs are unfinished.
-    let photoDirectory: String
+    public let photoDirectory: String
     /// Per-job lock files: one process runs a job at a time.
-    let lockDirectory: String
+    public let lockDirectory: String
     private let db: SQLiteDatabase<OutboxError>
 
     static let schemaVersion: Int64 = 1
 
-    /// `--outbox FILE`, else `$TALLY_OUTBOX`, else
-    /// `$XDG_DATA_HOME/tally/outbox.sqlite`, else
-    /// `~/.local/share/tally/outbox.sqlite` (the XDG base directory spec's
-    /// default for user data).
-    static func defaultPath(flag: String?) throws(UsageError) -> String {
-        func env(_ name: String) -> String? {
-            guard let value = getenv(name).map({ String(cString: $0) }), !value.isEmpty else { return nil }
-            return value
-        }
-        if let flag {
-            guard !flag.isEmpty else { throw UsageError(message: "--outbox needs a file name") }
-            return flag
-        }
-        if let file = env("TALLY_OUTBOX") { return file }
-        if let data = env("XDG_DATA_HOME") { return "\(data)/tally/outbox.sqlite" }
-        guard let home = env("HOME") else {
-            throw UsageError(message: "cannot place the intake outbox: HOME is not set; use --outbox FILE or TALLY_OUTBOX")
-        }
-        return "\(home)/.local/share/tally/outbox.sqlite"
-    }
-
     /// Opens (creating the file, its directory and the photo directory if
     /// needed) and brings the schema up to date.
-    init(path: String) throws(OutboxError) {
+    public init(path: String) throws(OutboxError) {
         self.path = path
-        let directory = Self.directory(of: path)
+        let directory = LocalDirectory.of(file: path)
         var stem = String(path.split(separator: "/").last ?? "outbox")
         if stem.hasSuffix(".sqlite") { stem.removeLast(7) }
         photoDirectory = "\(directory)/\(stem)-photos"
         lockDirectory = "\(directory)/\(stem)-locks"
-        try Self.makeDirectories(directory)
-        try Self.makeDirectories(photoDirectory)
-        try Self.makeDirectories(lockDirectory)
+        for made in [directory, photoDirectory, lockDirectory] { try LocalDirectory.create(made, as: OutboxError.self) }
         // Another tally process may hold the write lock for a moment.
         db = try SQLiteDatabase(path: path, label: "intake outbox", busyTimeoutMillis: 10_000)
         try migrate()
@@ -95,7 +72,7 @@ final class IntakeOutbox {
     // MARK: Jobs
 
     /// Stores a new job with all its stages pending, in one transaction.
-    func insert(_ job: IntakeJob) throws(OutboxError) {
+    public func insert(_ job: IntakeJob) throws(OutboxError) {
         try db.transaction { () throws(OutboxError) in
             try db.query("""
                 INSERT INTO jobs(id, hub, created, code, location, lat, lon, receive, item, new_item, state, reason)
@@ -117,8 +94,51 @@ final class IntakeOutbox {
         }
     }
 
+    /// Copies the photos and stores the job, holding the outbox lock so no
+    /// other process removes a photo file between the copy and the insert;
+    /// returns the job with its run lock already held, so a concurrent
+    /// `resume` cannot take it over before it starts.
+    /// - Parameter duplicate: told the path of a photo with the same bytes
+    ///   as an earlier one (kept once).
+    public func createJob(hub: String, photos: [IntakePhotos.Checked], code: String?, location: String?,
+                          gps: (lat: Double, lon: Double)?, receive: Int?,
+                          duplicate: (String) -> Void = { _ in }) throws(OutboxError) -> (IntakeJob, OutboxLock) {
+        let lock = try lockAll()
+        defer { lock.release() }
+        let id = IntakePhotos.randomHex(8)
+        guard let jobLock = try lockJob(id) else {
+            throw OutboxError("cannot lock the new intake job \(id)")
+        }
+        var stored: [IntakePhoto] = []
+        for photo in photos {
+            let (sha, size) = try IntakePhotos.copy(photo.path, into: photoDirectory)
+            if stored.contains(where: { $0.sha256 == sha }) {
+                duplicate(photo.path)
+                continue
+            }
+            stored.append(IntakePhoto(position: stored.count, sha256: sha, size: size, type: photo.type,
+                                      source: Self.absolute(photo.path), uploaded: false))
+        }
+        let now = Self.now()
+        let job = IntakeJob(id: id, hub: hub, created: now, code: code, location: location, gps: gps,
+                            receive: receive, item: code == nil ? "items/\(id)" : nil, newItem: code == nil,
+                            state: .running, reason: nil, photos: stored,
+                            stages: IntakeJob.stages(withCode: code != nil).map {
+                                StageRecord(stage: $0, status: .pending, result: nil, updated: now)
+                            })
+        try insert(job)
+        return (job, jobLock)
+    }
+
+    private static func absolute(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        guard let cwd = getcwd(nil, 0) else { return path }
+        defer { free(cwd) }
+        return String(cString: cwd) + "/" + path
+    }
+
     /// Every job (oldest first), or the one with this id.
-    func jobs(id: String? = nil) throws(OutboxError) -> [IntakeJob] {
+    public func jobs(id: String? = nil) throws(OutboxError) -> [IntakeJob] {
         let rows = try db.query("""
             SELECT id, hub, created, code, location, lat, lon, receive, item, new_item, state, reason
             FROM jobs \(id == nil ? "" : "WHERE id = ?") ORDER BY created, id
@@ -160,7 +180,7 @@ final class IntakeOutbox {
 
     /// Records a stage the hub confirmed, with what it returned, and (after
     /// the resolve stage) which item the job is for: one transaction.
-    func confirm(_ job: inout IntakeJob, _ stage: IntakeStage, result: JSONObject) throws(OutboxError) {
+    public func confirm(_ job: inout IntakeJob, _ stage: IntakeStage, result: JSONObject) throws(OutboxError) {
         let now = Self.now()
         let (id, item, newItem) = (job.id, job.item, job.newItem)
         try db.transaction { () throws(OutboxError) in
@@ -177,14 +197,14 @@ final class IntakeOutbox {
     }
 
     /// Records that the hub stored one photo.
-    func markUploaded(_ job: inout IntakeJob, position: Int) throws(OutboxError) {
+    public func markUploaded(_ job: inout IntakeJob, position: Int) throws(OutboxError) {
         try db.query("UPDATE photos SET uploaded = 1 WHERE job = ? AND position = ?",
                      [.text(job.id), .int(Int64(position))])
         if let index = job.photos.firstIndex(where: { $0.position == position }) { job.photos[index].uploaded = true }
     }
 
     /// Records the job's end: done, or failed at `stage` for `reason`.
-    func finish(_ job: inout IntakeJob, state: JobState, stage: IntakeStage? = nil, reason: String? = nil) throws(OutboxError) {
+    public func finish(_ job: inout IntakeJob, state: JobState, stage: IntakeStage? = nil, reason: String? = nil) throws(OutboxError) {
         let now = Self.now()
         let id = job.id
         try db.transaction { () throws(OutboxError) in
@@ -204,11 +224,11 @@ final class IntakeOutbox {
     }
 
     /// The photo file of a SHA-256.
-    func photoPath(_ sha256: String) -> String { "\(photoDirectory)/\(sha256)" }
+    public func photoPath(_ sha256: String) -> String { "\(photoDirectory)/\(sha256)" }
 
     /// Removes photo files no unfinished job needs, and temporary files
     /// left by a copy that was interrupted. Call holding `lockAll()`.
-    func removeUnneededPhotos() throws(OutboxError) {
+    public func removeUnneededPhotos() throws(OutboxError) {
         let needed = Set(try db.query("""
             SELECT DISTINCT photos.sha256 FROM photos JOIN jobs ON jobs.id = photos.job WHERE jobs.state = 'running'
             """).compactMap { $0.first?.text })
@@ -227,7 +247,7 @@ final class IntakeOutbox {
 
     /// An exclusive lock on the whole outbox, for adding a job's photos and
     /// rows and for removing photos: short sections only. Waits for it.
-    func lockAll() throws(OutboxError) -> OutboxLock {
+    public func lockAll() throws(OutboxError) -> OutboxLock {
         guard let lock = try OutboxLock.acquire(path: "\(path).lock", wait: true) else {
             throw OutboxError("cannot lock the intake outbox '\(path)'")
         }
@@ -236,44 +256,28 @@ final class IntakeOutbox {
 
     /// The lock one process holds while it runs a job; nil when another
     /// process is running it right now.
-    func lockJob(_ id: String) throws(OutboxError) -> OutboxLock? {
+    public func lockJob(_ id: String) throws(OutboxError) -> OutboxLock? {
         try OutboxLock.acquire(path: "\(lockDirectory)/\(id).lock", wait: false)
     }
 
     // MARK: Helpers
 
-    static func now() -> Int64 {
+    public static func now() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-
-    static func directory(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
-
-    /// mkdir -p, private to the user (0700): the photos are theirs.
-    static func makeDirectories(_ path: String) throws(OutboxError) {
-        var current = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
-            current += "/\(component)"
-            if mkdir(current, 0o700) != 0, errno != EEXIST {
-                throw OutboxError("cannot create the directory '\(current)': \(String(cString: strerror(errno)))")
-            }
-        }
     }
 }
 
 /// An flock(2) lock on a file, released when closed or when the process
 /// dies (a SIGKILLed run leaves no stale lock behind).
-final class OutboxLock {
+public final class OutboxLock {
     private var fd: Int32
 
     private init(fd: Int32) { self.fd = fd }
 
     /// The lock; with `wait: false`, nil when another process holds it.
-    static func acquire(path: String, wait: Bool) throws(OutboxError) -> OutboxLock? {
+    public static func acquire(path: String, wait: Bool) throws(OutboxError) -> OutboxLock? {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw OutboxError("cannot open the lock file '\(path)': \(String(cString: strerror(errno)))") }
         while flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
@@ -287,7 +291,7 @@ final class OutboxLock {
         return OutboxLock(fd: fd)
     }
 
-    func release() {
+    public func release() {
         guard fd >= 0 else { return }
         close(fd)
         fd = -1

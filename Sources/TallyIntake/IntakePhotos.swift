@@ -3,14 +3,14 @@ import COpenSSL
 
 /// Photo files for intake jobs: what type a file's bytes are, and copying
 /// them into the outbox's photo directory under their SHA-256.
-enum IntakePhotos {
+public enum IntakePhotos {
     /// The most photos one job takes (the intake workflow's `photos` limit).
-    static let maxCount = 12
+    public static let maxCount = 12
 
     /// The image type a file's first bytes announce, as the hub's blob
     /// store checks it (contract: image/jpeg, png, webp, gif, heic); nil
     /// for anything else.
-    static func contentType(of head: [UInt8]) -> String? {
+    public static func contentType(of head: [UInt8]) -> String? {
         func starts(_ bytes: [UInt8], at offset: Int = 0) -> Bool {
             head.count >= offset + bytes.count && Array(head[offset..<offset + bytes.count]) == bytes
         }
@@ -27,32 +27,37 @@ enum IntakePhotos {
     }
 
     /// A photo the user named, checked before anything is written.
-    struct Checked {
-        var path: String
-        var size: Int
-        var type: String
+    public struct Checked: Sendable {
+        public var path: String
+        public var size: Int
+        public var type: String
+    }
+
+    /// Why a photo the user named cannot be taken; the message names the file.
+    public struct Unusable: Error, Sendable {
+        public var message: String
     }
 
     /// Opens the file and reads its signature: a usage error naming the
     /// file when it is missing, unreadable, empty or not an image.
-    static func check(_ path: String) throws(UsageError) -> Checked {
+    public static func check(_ path: String) throws(Unusable) -> Checked {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw UsageError(message: "cannot read photo '\(path)': \(String(cString: strerror(errno)))")
+            throw Unusable(message: "cannot read photo '\(path)': \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            throw UsageError(message: "photo '\(path)' is not a regular file")
+            throw Unusable(message: "photo '\(path)' is not a regular file")
         }
-        guard info.st_size > 0 else { throw UsageError(message: "photo '\(path)' is empty") }
+        guard info.st_size > 0 else { throw Unusable(message: "photo '\(path)' is empty") }
         var head = [UInt8](repeating: 0, count: 16)
         let count = head.withUnsafeMutableBytes { read(fd, $0.baseAddress, 16) }
         guard count > 0 else {
-            throw UsageError(message: "cannot read photo '\(path)': \(String(cString: strerror(errno)))")
+            throw Unusable(message: "cannot read photo '\(path)': \(String(cString: strerror(errno)))")
         }
         guard let type = contentType(of: Array(head[0..<count])) else {
-            throw UsageError(message: "photo '\(path)' is not a JPEG, PNG, WebP, GIF or HEIC image (by its first bytes)")
+            throw Unusable(message: "photo '\(path)' is not a JPEG, PNG, WebP, GIF or HEIC image (by its first bytes)")
         }
         return Checked(path: path, size: Int(info.st_size), type: type)
     }
@@ -61,7 +66,7 @@ enum IntakePhotos {
     /// temporary file, fsynced, renamed into place, and the directory
     /// fsynced, so a crash leaves either the whole photo or none under
     /// that name. Returns the SHA-256 (lowercase hex) and size.
-    static func copy(_ source: String, into directory: String) throws(OutboxError) -> (sha256: String, size: Int) {
+    public static func copy(_ source: String, into directory: String) throws(OutboxError) -> (sha256: String, size: Int) {
         let input = open(source, O_RDONLY | O_CLOEXEC)
         guard input >= 0 else { throw OutboxError("cannot read photo '\(source)': \(errnoText())") }
         defer { close(input) }
@@ -115,7 +120,7 @@ enum IntakePhotos {
     }
 
     /// The SHA-256 of a file's bytes (lowercase hex), nil if it cannot be read.
-    static func sha256(ofFile path: String) -> String? {
+    public static func sha256(ofFile path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -140,16 +145,18 @@ enum IntakePhotos {
     }
 
     /// `count` random bytes as lowercase hex (job ids, temporary names).
-    static func randomHex(_ count: Int) -> String {
+    public static func randomHex(_ count: Int) -> String {
         var bytes = [UInt8](repeating: 0, count: count)
-        if bytes.withUnsafeMutableBytes({ RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(count)) }) != 1 {
+        if bytes.withUnsafeMutableBytes({ raw in
+            raw.baseAddress.map { RAND_bytes($0.assumingMemoryBound(to: UInt8.self), Int32(count)) } ?? 0
+        }) != 1 {
             var generator = SystemRandomNumberGenerator()
             for index in bytes.indices { bytes[index] = generator.next() }
         }
         return hex(bytes)
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
+    public static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(bytes.count * 2)
@@ -184,7 +191,9 @@ struct SHA256Hasher: ~Copyable {
     consuming func finish() -> String {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
-        digest.withUnsafeMutableBytes { _ = EVP_DigestFinal_ex(context, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), &length) }
+        digest.withUnsafeMutableBytes { raw in
+            if let base = raw.baseAddress { _ = EVP_DigestFinal_ex(context, base.assumingMemoryBound(to: UInt8.self), &length) }
+        }
         return IntakePhotos.hex(digest)
     }
 

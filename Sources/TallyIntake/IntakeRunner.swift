@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
-import TallyNet
+import TallyClient
+import TallyHTTP
 import TallyProtocol
 
 /// Runs intake jobs stage by stage against one hub, recording each stage
@@ -13,19 +14,19 @@ import TallyProtocol
 /// hours) the advance is refused as a conflict or illegal transition; the
 /// runner then reads the record, and a record already at or past the
 /// stage's target confirms the stage.
-final class IntakeRunner {
-    enum Outcome {
+public final class IntakeRunner {
+    public enum Outcome {
         case done
         /// The hub refused for a reason no retry can fix; the job is failed.
         case failed(String)
         /// The hub could not be reached or asked to come back later; the
         /// job stays resumable.
-        case interrupted(CLIError)
+        case interrupted(HubError)
     }
 
     /// How a stage went wrong: worth retrying later, or not.
     enum StageError: Error {
-        case transient(CLIError)
+        case transient(HubError)
         case permanent(String)
         /// Someone marked the record failed on the hub: the job ends too.
         case failedOnHub(String)
@@ -34,44 +35,71 @@ final class IntakeRunner {
         case local(OutboxError)
     }
 
-    let outbox: IntakeOutbox
-    let access: HubAccess
-    let http: HTTPClient
-    private let loop: EventLoop
-    private var hub: HubClient?
-    private let progress = UploadProgress()
-    /// Stage lines and upload progress on stderr (off with --quiet).
-    var verbose = true {
-        didSet { progress.quiet = !verbose }
+    /// A stop asked for at a checkpoint: the stage ends there as if the
+    /// connection had dropped, and the job stays resumable.
+    public struct Interruption: Error {
+        public init() {}
     }
 
-    init(outbox: IntakeOutbox, access: HubAccess, loop: EventLoop) {
+    public let outbox: IntakeOutbox
+    public let access: HubAccess
+    let http: RESTClient
+    private var hub: BlockingTallyClient?
+    /// Stage lines and upload progress (off with --quiet).
+    public var verbose = true
+    /// Where stage lines go (`tally: …` on stderr in the CLI).
+    public var log: (String) -> Void = { _ in }
+    /// Where photo upload progress goes (a bar on stderr in the CLI).
+    public var onUpload: (PhotoUploadEvent) -> Void = { _ in }
+    /// Called at every point a crash can leave the job at (`create:sent`,
+    /// `upload:2`, `done:confirmed`, …): the CLI's `TALLY_INTAKE_CRASH_AT`
+    /// kills the process there; tests throw `Interruption` to stop there.
+    public var checkpoint: (String) throws(Interruption) -> Void = { _ in }
+
+    public init(outbox: IntakeOutbox, access: HubAccess) {
         self.outbox = outbox
         self.access = access
-        self.http = HTTPClient(access: access)
-        self.loop = loop
+        self.http = RESTClient(access: access)
     }
 
     deinit { hub?.close() }
 
+    /// A checkpoint; a stop asked for there reads as a dropped connection.
+    private func point(_ name: String) throws(StageError) {
+        do { try checkpoint(name) } catch { throw .transient(.disconnected("stopped at \(name)")) }
+    }
+
     /// Runs the job's pending stages in order until it is done, failed, or
     /// interrupted. Outbox failures (the local disk) throw.
-    func run(_ job: inout IntakeJob) throws(OutboxError) -> Outcome {
-        while job.state == .running, let stage = job.nextStage {
+    ///
+    /// The stages are the job's outbox entries, replayed by the client
+    /// stack's `OutboxReplay` one at a time: a stage leaves the line once
+    /// the outbox recorded the hub's answer; a failure that `ReplayFailure`
+    /// keeps stops the run with the stage still pending (the next `resume`
+    /// sends it again with its key); one it sets aside fails the job.
+    public func run(_ job: inout IntakeJob) throws(OutboxError) -> Outcome {
+        var replay = OutboxReplay<PendingStage>(window: 1)
+        replay.enqueue(PendingStage.pending(in: job))
+        while job.state == .running, let pending = replay.takeSendable().first {
+            let stage = pending.stage
             do throws(StageError) {
                 try perform(stage, &job)
-                IntakeCrash.point("\(stage.rawValue):confirmed")
+                try point("\(stage.rawValue):confirmed")
+                replay.settle(pending.replayID)
             } catch {
                 switch error {
                 case .transient(let error):
+                    replay.putBack(pending)
                     hub?.close()
                     hub = nil
                     return .interrupted(error)
                 case .permanent(let reason):
+                    replay.settle(pending.replayID)
                     try fail(&job, at: stage, reason: reason)
                     try removePhotos()
                     return .failed(reason)
                 case .failedOnHub(let reason):
+                    replay.settle(pending.replayID)
                     try outbox.finish(&job, state: .failed, stage: stage, reason: reason)
                     try removePhotos()
                     return .failed(reason)
@@ -112,7 +140,7 @@ final class IntakeRunner {
         let code = job.code ?? ""
         let response: HTTPClientResponse
         do {
-            response = try http.get("/v1/resolve/\(HTTPClient.percentEncode(code))")
+            response = try http.get("/v1/resolve/\(RESTClient.percentEncode(code))")
         } catch {
             throw .transient(error)
         }
@@ -122,7 +150,7 @@ final class IntakeRunner {
             throw Self.classify(response.refusal, status: response.status)
         }
         let found = response.status == 200
-        IntakeCrash.point("resolve:sent")
+        try point("resolve:sent")
         job.item = name
         job.newItem = !found
         try record(&job, .resolve, ["found": .bool(found), "name": .string(name)])
@@ -132,7 +160,7 @@ final class IntakeRunner {
     private func create(_ job: inout IntakeJob) throws(StageError) {
         switch ask(IntakeRequests.create(job)) {
         case .success(let reply):
-            IntakeCrash.point("create:sent")
+            try point("create:sent")
             try record(&job, .create, ["version": reply["version"] ?? .null, "seq": reply["seq"] ?? .null])
         case .failure(.refused(let error)) where error["code"]?.stringValue == "conflict":
             // The record exists: this job's id is random, so it was created
@@ -152,7 +180,7 @@ final class IntakeRunner {
             attempts += 1
             switch ask(IntakeRequests.created(job)) {
             case .success(let reply):
-                IntakeCrash.point("created:sent")
+                try point("created:sent")
                 try record(&job, .created, result(of: reply, job))
                 say("created: \(job.record) → created\(job.newItem ? ", new item \(job.item ?? "")" : "")")
                 return
@@ -183,7 +211,7 @@ final class IntakeRunner {
             let photos = item["data"]?["photos"]?.arrayValue ?? []
             switch ask(IntakeRequests.upload(job, itemVersion: version, itemPhotos: photos)) {
             case .success(let reply):
-                IntakeCrash.point("upload:sent")
+                try point("upload:sent")
                 var result = result(of: reply, job)
                 result["photos"] = .array(job.photos.map { .string($0.sha256) })
                 try record(&job, .upload, result)
@@ -209,28 +237,27 @@ final class IntakeRunner {
         }
         defer { close(fd) }
         let label = "photo \(photo.position + 1)/\(total)"
-        progress.start(label: label, size: photo.size)
+        report(.started(label: label, size: photo.size))
         let response: HTTPClientResponse
         do {
-            let progress = self.progress
             response = try http.put("/v1/blobs/\(photo.sha256)", body: .file(fd: fd, size: photo.size),
                                     headers: [("Content-Type", photo.type),
                                               ("Idempotency-Key", "\(job.key(.upload))/\(photo.sha256)")],
-                                    progress: { sent, size in progress.update(sent: sent, total: size) })
+                                    progress: { [self] sent, size in report(.sent(sent, of: size)) })
         } catch {
-            progress.abandon()
+            report(.abandoned)
             throw .transient(error)
         }
         guard response.status == 200 || response.status == 201 else {
-            progress.abandon()
+            report(.abandoned)
             throw Self.classify(response.refusal, status: response.status)
         }
         if let stored = response.json?["sha256"]?.stringValue, stored != photo.sha256 {
-            progress.abandon()
+            report(.abandoned)
             throw .permanent("the hub stored \(label) as \(stored), not \(photo.sha256)")
         }
-        progress.finish(label: label, sha256: photo.sha256, size: photo.size, new: response.status == 201)
-        IntakeCrash.point("upload:\(photo.position + 1)")
+        report(.stored(label: label, sha256: photo.sha256, size: photo.size, new: response.status == 201))
+        try point("upload:\(photo.position + 1)")
         do { try outbox.markUploaded(&job, position: photo.position) } catch { throw .local(error) }
     }
 
@@ -239,7 +266,7 @@ final class IntakeRunner {
         let hasCover = (item["data"]?["cover"]).map { !$0.isNull } ?? false
         switch ask(IntakeRequests.coverSet(job, itemHasCover: hasCover)) {
         case .success(let reply):
-            IntakeCrash.point("cover-set:sent")
+            try point("cover-set:sent")
             var result = result(of: reply, job)
             result["cover"] = .string(job.photos.first?.sha256 ?? "")
             try record(&job, .coverSet, result)
@@ -255,7 +282,7 @@ final class IntakeRunner {
     private func done(_ job: inout IntakeJob) throws(StageError) {
         switch ask(IntakeRequests.done(job)) {
         case .success(let reply):
-            IntakeCrash.point("done:sent")
+            try point("done:sent")
             var result = result(of: reply, job)
             if job.receive != nil, case .array(let results)? = reply["results"], results.count > 1 {
                 result["stock"] = results[1]["value"] ?? .null
@@ -279,7 +306,7 @@ final class IntakeRunner {
         guard job.status(of: .create) == .confirmed else { return }
         switch ask(IntakeRequests.fail(job, reason: reason)) {
         case .success: say("failed: \(job.record) → failed")
-        case .failure(let error): say("failed: could not mark \(job.record) failed on the hub: \(error.message)")
+        case .failure(let error): say("failed: could not mark \(job.record) failed on the hub: \(error)")
         }
     }
 
@@ -339,10 +366,14 @@ final class IntakeRunner {
 
     /// One request over the WebSocket, connecting first if needed; after a
     /// transport failure the next request connects again.
-    private func ask(_ message: JSONObject) -> Result<JSONObject, CLIError> {
-        do throws(CLIError) {
-            let client: HubClient
-            if let hub { client = hub } else { client = try HubClient(access: access, loop: loop) }
+    private func ask(_ request: IntakeRequest) -> Result<JSONObject, HubError> {
+        ask(request.message)
+    }
+
+    private func ask(_ message: JSONObject) -> Result<JSONObject, HubError> {
+        do throws(HubError) {
+            let client: BlockingTallyClient
+            if let hub { client = hub } else { client = try BlockingTallyClient(access: access) }
             hub = client
             return .success(try client.request(message))
         } catch {
@@ -358,33 +389,39 @@ final class IntakeRunner {
         error["code"]?.stringValue == "conflict" && error["index"]?.numberValue?.int64Value == Int64(index)
     }
 
-    /// Transient: the network, the hub's storage or shutdown, a token to
-    /// fix (`unauthorized`), HTTP 5xx. Everything else is the hub saying
-    /// no to this request, which sending it again will not change.
-    static func classify(_ error: CLIError, status: Int? = nil) -> StageError {
-        guard case .refused(let object) = error else { return .transient(error) }
-        let code = object["code"]?.stringValue ?? ""
-        if ["storage_failed", "shutting_down", "unauthorized", "timeout", "too_many_requests"].contains(code)
-            || (status ?? 0) >= 500 || status == 429 || status == 408 {
-            return .transient(error)
+    /// The outbox replay's rule (`ReplayFailure`): transient for the
+    /// network, the hub's storage or shutdown, a token to fix
+    /// (`unauthorized`), HTTP 5xx; everything else is the hub saying no to
+    /// this request, which sending it again will not change.
+    static func classify(_ error: HubError, status: Int? = nil) -> StageError {
+        switch ReplayFailure(error, httpStatus: status) {
+        case .keep: .transient(error)
+        case .setAside: .permanent(error.description)
         }
-        return .permanent(error.message)
     }
 
     private func say(_ line: String) {
         guard verbose else { return }
-        fputs("tally: \(line)\n", stderr)
+        log(line)
+    }
+
+    private func report(_ event: PhotoUploadEvent) {
+        guard verbose else { return }
+        onUpload(event)
     }
 }
 
-/// Test hook: `TALLY_INTAKE_CRASH_AT=<point>` kills the process with
-/// SIGKILL when it reaches that point (see `tally intake --help`), so tests
-/// can check that every point is recoverable.
-enum IntakeCrash {
-    static let target: String? = getenv("TALLY_INTAKE_CRASH_AT").map { String(cString: $0) }
+/// A stage of a job still to confirm, as an outbox entry: in stage order,
+/// all on the job's record.
+struct PendingStage: OutboxReplayable {
+    var stage: IntakeStage
+    var replayID: Int64
+    var replayLane: String
 
-    static func point(_ name: String) {
-        guard target == name else { return }
-        kill(getpid(), SIGKILL)
+    /// The job's stages not yet confirmed, in order.
+    static func pending(in job: IntakeJob) -> [PendingStage] {
+        job.stages.enumerated().compactMap { index, row in
+            row.status == .confirmed ? nil : PendingStage(stage: row.stage, replayID: Int64(index), replayLane: job.record)
+        }
     }
 }

@@ -4,7 +4,7 @@ import TallyProtocol
 /// (the upload stage: one per photo, then one atomic write) with the stable
 /// idempotency key `intake/<job>/<stage>`, so a stage retried after a crash
 /// gets the hub's first answer instead of applying twice.
-enum IntakeStage: String, CaseIterable, Sendable {
+public enum IntakeStage: String, CaseIterable, Sendable {
     /// GET /v1/resolve/{code}: the existing item, or the name a new one gets.
     case resolve
     /// Creates the intake record (the hub stamps stage "queued").
@@ -20,7 +20,7 @@ enum IntakeStage: String, CaseIterable, Sendable {
     case done
 
     /// The workflow stage the intake record is in once this stage is confirmed.
-    var recordStage: String? {
+    public var recordStage: String? {
         switch self {
         case .resolve: return nil
         case .create: return "queued"
@@ -33,16 +33,16 @@ enum IntakeStage: String, CaseIterable, Sendable {
 
     /// The intake workflow's stages in order (contract: intake/), to tell
     /// whether a record is already past a stage.
-    static let workflowOrder = ["queued", "created", "media-uploaded", "analyzed", "cover-set", "done"]
+    public static let workflowOrder = ["queued", "created", "media-uploaded", "analyzed", "cover-set", "done"]
 }
 
 /// Whether a stage has been confirmed by the hub and recorded locally.
-enum StageStatus: String, Sendable {
+public enum StageStatus: String, Sendable {
     case pending, confirmed, failed
 }
 
 /// A job's overall state in the outbox.
-enum JobState: String, Sendable {
+public enum JobState: String, Sendable {
     /// Not finished: `tally intake resume` continues it.
     case running
     case done
@@ -51,66 +51,83 @@ enum JobState: String, Sendable {
 }
 
 /// One photo of a job, copied into the outbox under its SHA-256.
-struct IntakePhoto: Sendable {
-    var position: Int
-    var sha256: String
-    var size: Int
-    var type: String
+public struct IntakePhoto: Sendable {
+    public var position: Int
+    public var sha256: String
+    public var size: Int
+    public var type: String
     /// Where the user's file was (shown in status; never read again).
-    var source: String
-    var uploaded: Bool
+    public var source: String
+    public var uploaded: Bool
+
+    public init(position: Int, sha256: String, size: Int, type: String, source: String, uploaded: Bool) {
+        (self.position, self.sha256, self.size, self.type) = (position, sha256, size, type)
+        (self.source, self.uploaded) = (source, uploaded)
+    }
 }
 
 /// One stage's row: its status and what the hub answered.
-struct StageRecord: Sendable {
-    var stage: IntakeStage
-    var status: StageStatus
-    var result: JSONObject?
-    var updated: Int64
+public struct StageRecord: Sendable {
+    public var stage: IntakeStage
+    public var status: StageStatus
+    public var result: JSONObject?
+    public var updated: Int64
+
+    public init(stage: IntakeStage, status: StageStatus, result: JSONObject?, updated: Int64) {
+        (self.stage, self.status, self.result, self.updated) = (stage, status, result, updated)
+    }
 }
 
 /// An intake job as the outbox holds it.
-struct IntakeJob: Sendable {
-    var id: String
+public struct IntakeJob: Sendable {
+    public var id: String
     /// The hub's HTTP base URL the job is bound to.
-    var hub: String
-    var created: Int64
-    var code: String?
-    var location: String?
-    var gps: (lat: Double, lon: Double)?
-    var receive: Int?
+    public var hub: String
+    public var created: Int64
+    public var code: String?
+    public var location: String?
+    public var gps: (lat: Double, lon: Double)?
+    public var receive: Int?
     /// The item's record name, once known (at creation without a code,
     /// after the resolve stage with one).
-    var item: String?
+    public var item: String?
     /// Whether the job creates the item (the code named no item).
-    var newItem: Bool
-    var state: JobState
-    var reason: String?
-    var photos: [IntakePhoto]
-    var stages: [StageRecord]
+    public var newItem: Bool
+    public var state: JobState
+    public var reason: String?
+    public var photos: [IntakePhoto]
+    public var stages: [StageRecord]
+
+    public init(id: String, hub: String, created: Int64, code: String?, location: String?,
+                gps: (lat: Double, lon: Double)?, receive: Int?, item: String?, newItem: Bool, state: JobState,
+                reason: String?, photos: [IntakePhoto], stages: [StageRecord]) {
+        (self.id, self.hub, self.created, self.code, self.location) = (id, hub, created, code, location)
+        (self.gps, self.receive, self.item, self.newItem, self.state) = (gps, receive, item, newItem, state)
+        (self.reason, self.photos, self.stages) = (reason, photos, stages)
+    }
 
     /// The intake record's name.
-    var record: String { "intake/\(id)" }
+    public var record: String { "intake/\(id)" }
 
     /// The idempotency key of a stage's request.
-    func key(_ stage: IntakeStage) -> String { "intake/\(id)/\(stage.rawValue)" }
+    public func key(_ stage: IntakeStage) -> String { "intake/\(id)/\(stage.rawValue)" }
 
-    func status(of stage: IntakeStage) -> StageStatus? {
+    public func status(of stage: IntakeStage) -> StageStatus? {
         stages.first { $0.stage == stage }?.status
     }
 
     /// The first stage not yet confirmed, nil when all are.
-    var nextStage: IntakeStage? {
+    public var nextStage: IntakeStage? {
         stages.first { $0.status != .confirmed }?.stage
     }
 
     /// The stages a job runs: resolve only with a code.
-    static func stages(withCode: Bool) -> [IntakeStage] {
+    public static func stages(withCode: Bool) -> [IntakeStage] {
         IntakeStage.allCases.filter { $0 != .resolve || withCode }
     }
 
     /// The job as JSON for `--json` output and `status --json`.
-    var json: JSONObject {
+    public var json: JSONObject {
         var object: JSONObject = ["job": .string(id), "record": .string(record), "hub": .string(hub),
                                   "state": .string(state.rawValue), "created": .number(JSONNumber(created))]
         object["item"] = item.map { .string($0) } ?? .null

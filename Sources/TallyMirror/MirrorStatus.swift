@@ -1,0 +1,74 @@
+@preconcurrency import Glibc
+import TallyClient
+import TallyProtocol
+
+/// What `tally mirror status` reports about a store: whether a `mirror run`
+/// holds it and is connected, the hub, how far it has applied, the writes
+/// waiting or refused, open conflicts, the last error and the resync under
+/// way. Read without taking the run's lock, and without creating the store.
+public struct MirrorStatus: Sendable {
+    public var store: String
+    /// False when there is no store file yet (a run that is just starting).
+    public var exists: Bool
+    /// A `mirror run` holds the store's lock.
+    public var running: Bool
+    /// That run is connected to the hub.
+    public var online: Bool
+    public var server: String?
+    public var lastSeq: Int64
+    public var outbox: Int64
+    public var failed: Int
+    public var conflicts: Int
+    public var lastError: String?
+    public var lastErrorAt: Int64?
+    public var patterns: [String]
+    public var client: String?
+    /// Stored by the run as it goes (nil unless a run holds the store).
+    public var resync: ResyncState?
+
+    public static func read(store path: String) throws(MirrorStoreError) -> MirrorStatus {
+        let running = try MirrorRunLock.isHeld(store: path)
+        var status = MirrorStatus(store: path, exists: false, running: running, online: false, server: nil, lastSeq: 0,
+                                  outbox: 0, failed: 0, conflicts: 0, lastError: nil, lastErrorAt: nil, patterns: [],
+                                  client: nil, resync: nil)
+        guard access(path, F_OK) == 0 else { return status }
+        let store = try MirrorStore.open(path, create: false)
+        status.exists = true
+        let online = try store.meta("online")
+        status.online = running && online == "1"
+        status.server = try store.meta("hub")
+        let cursors = try store.cursors()
+        status.lastSeq = Int64(try store.meta("last_seq") ?? "") ?? cursors.values.max() ?? 0
+        status.outbox = try store.outboxDepth()
+        status.failed = try store.failedEntries().count
+        status.conflicts = try store.conflicts().count
+        status.lastError = try store.meta("last_error")
+        status.patterns = (try store.meta("patterns")).flatMap { try? JSONValue.parse($0) }?.arrayValue?
+            .compactMap(\.stringValue) ?? []
+        status.client = try store.meta("client")
+        // A run that was killed left its last one behind.
+        status.resync = running ? (try store.meta("resync")).flatMap { try? JSONValue.parse($0) }?.objectValue
+            .flatMap(ResyncState.init(json:)) : nil
+        status.lastErrorAt = (try store.meta("last_error_at")).flatMap { Int64($0) }
+        return status
+    }
+
+    /// `mirror status --json`.
+    public var json: JSONObject {
+        guard exists else {
+            return ["store": .string(store), "online": false, "running": .bool(running), "server": .null, "lastSeq": 0,
+                    "outbox": 0, "failed": 0, "conflicts": 0, "lastError": .null, "patterns": .array([]), "client": .null,
+                    "resync": .null, "exists": false]
+        }
+        var body: JSONObject = [
+            "store": .string(store), "online": .bool(online), "running": .bool(running),
+            "server": server.map(JSONValue.string) ?? .null, "lastSeq": .int(lastSeq),
+            "outbox": .int(outbox), "failed": .int(Int64(failed)), "conflicts": .int(Int64(conflicts)),
+            "lastError": lastError.map(JSONValue.string) ?? .null, "patterns": .array(patterns.map(JSONValue.string)),
+            "client": client.map(JSONValue.string) ?? .null,
+            "resync": resync.map { .object($0.json) } ?? .null,
+        ]
+        if let lastErrorAt { body["lastErrorAt"] = .int(lastErrorAt) }
+        return body
+    }
+}
