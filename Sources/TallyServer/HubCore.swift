@@ -123,6 +123,9 @@ public final class HubCore: @unchecked Sendable {
     private let inboxes = (0..<64).map { _ in LoopInbox() }
     private let sessionCounter = Atomic<Int>(0)
     let store: any Store
+    /// The store, when it can commit in place (`InPlaceCommitting`); nil
+    /// for a backend whose commits stay on its own threads.
+    let inPlaceStore: (any InPlaceCommitting)?
     let configuration: CoreConfiguration
     let metrics = HubMetrics()
     let logger: Logger
@@ -171,6 +174,7 @@ public final class HubCore: @unchecked Sendable {
     public init(store: any Store, configuration: CoreConfiguration, logger: Logger) throws(StoreError) {
         self.startedAt = configuration.clock()
         self.store = store
+        inPlaceStore = store as? any InPlaceCommitting
         self.configuration = configuration
         self.logger = logger
         var limits = configuration.limits
@@ -248,16 +252,17 @@ public final class HubCore: @unchecked Sendable {
     /// Does `batch` on this thread if the core is idle, else queues it for
     /// the core thread. With `commitHere` (a loop at its iteration's end)
     /// the store units it makes are committed on this thread too when the
-    /// store writer is idle — after the core is let go, so that the commit's
+    /// store can commit in place and its writer is idle — after the core is let go, so that the commit's
     /// I/O holds up nobody else's core work and its report can be handled
     /// here as well.
     private func combine(_ batch: [Input], commitHere: Bool = false) {
         guard mailbox.claim(orPost: batch) else { return }
         metrics.coreBatchesInPlace.add(1, ordering: .relaxed)
-        let (stopped, submitted) = process(batch, wakeWriter: !commitHere)
+        let lender = commitHere ? inPlaceStore : nil
+        let (stopped, submitted) = process(batch, committingIn: lender)
         assert(stopped == nil, "only the core thread takes a stop")
         mailbox.release()
-        if commitHere && submitted { store.commitQueued() }
+        if submitted, let lender { lender.commitQueued() }
     }
 
     /// Applies writes as `actor`, as a client's would be; `done` runs on the
@@ -302,8 +307,10 @@ public final class HubCore: @unchecked Sendable {
 
     /// The core's work for one batch, on whichever thread holds the core
     /// (see `CoreMailbox`). Returns the stop request's callback if the batch
-    /// held one, and whether it handed units to the store.
-    private func process(_ batch: [Input], wakeWriter: Bool = true)
+    /// held one, and whether it handed units to the store. With `lender`
+    /// the units are queued without waking the store's writer: the caller
+    /// commits them in place next.
+    private func process(_ batch: [Input], committingIn lender: (any InPlaceCommitting)? = nil)
         -> (stopped: (@Sendable () -> Void)?, submitted: Bool) {
         var stopped: (@Sendable () -> Void)?
         for input in batch {
@@ -332,7 +339,11 @@ public final class HubCore: @unchecked Sendable {
                 done((try? queryRecords(query, after: nil, pageLimit: 1000).0) ?? [])
             }
         }
-        for unit in units { store.submit(unit, wakeWriter: wakeWriter) }
+        if let lender {
+            for unit in units { lender.submit(unit, wakeWriter: false) }
+        } else {
+            for unit in units { store.submit(unit) }
+        }
         let submitted = !units.isEmpty
         units.removeAll(keepingCapacity: true)
         release()

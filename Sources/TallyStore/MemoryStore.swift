@@ -4,7 +4,7 @@ import TallyConcurrency
 /// tables in dictionaries and arrays, the same group committer on its own
 /// writer thread, the same retention. Code written against it behaves as it
 /// will with SQLiteStore; everything is gone when the process ends.
-public final class MemoryStore: Store {
+public final class MemoryStore: InPlaceCommitting {
     private let tables: LockedValueBox<MemoryTables>
     let committer: GroupCommitter
     let diagnostics: LockedValueBox<StoreDiagnostics>
@@ -36,6 +36,10 @@ public final class MemoryStore: Store {
 
     public func start(onCommit: @escaping @Sendable (CommitOutcome) -> Void) {
         committer.start(onCommit: onCommit)
+    }
+
+    public func submit(_ unit: StoreUnit) {
+        committer.submit(unit, wakeWriter: true)
     }
 
     public func submit(_ unit: StoreUnit, wakeWriter: Bool) {

@@ -4,7 +4,7 @@ import TallyConcurrency
 
 /// The durable store: one SQLite file (`tally.sqlite3`) in WAL mode, written
 /// by one writer thread with group commit. See `Store` for the design.
-public final class SQLiteStore: Store {
+public final class SQLiteStore: InPlaceCommitting {
     public static let fileName = "tally.sqlite3"
 
     /// The database file.
@@ -66,6 +66,10 @@ public final class SQLiteStore: Store {
 
     public func start(onCommit: @escaping @Sendable (CommitOutcome) -> Void) {
         committer.start(onCommit: onCommit)
+    }
+
+    public func submit(_ unit: StoreUnit) {
+        committer.submit(unit, wakeWriter: true)
     }
 
     public func submit(_ unit: StoreUnit, wakeWriter: Bool) {

@@ -196,6 +196,12 @@ final class StoreHarness {
         store.start { [recorder] in recorder.record($0) }
     }
 
+    /// The store as one that commits in place (both backends are).
+    var lender: any InPlaceCommitting {
+        guard let store = store as? any InPlaceCommitting else { fatalError("a store of this harness") }
+        return store
+    }
+
     var committer: GroupCommitter {
         switch store {
         case let store as SQLiteStore: store.committer
