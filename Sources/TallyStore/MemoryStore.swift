@@ -16,7 +16,8 @@ public final class MemoryStore: InPlaceCommitting {
         self.init(retention: retention, clock: clock, hooks: StoreTestHooks())
     }
 
-    init(retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) {
+    /// With test hooks in the writer (`StoreTestHooks`).
+    @_spi(Testing) public init(retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) {
         let tables = LockedValueBox(MemoryTables())
         let diagnostics = LockedValueBox(StoreDiagnostics())
         self.tables = tables

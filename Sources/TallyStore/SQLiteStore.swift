@@ -27,8 +27,9 @@ public final class SQLiteStore: InPlaceCommitting {
                       hooks: StoreTestHooks())
     }
 
-    init(directory: String, durability: Durability, retention: StoreRetention, clock: StoreClock,
-         hooks: StoreTestHooks) throws(StoreError) {
+    /// With test hooks in the writer (`StoreTestHooks`).
+    @_spi(Testing) public init(directory: String, durability: Durability, retention: StoreRetention,
+                               clock: StoreClock, hooks: StoreTestHooks) throws(StoreError) {
         try Self.createDirectory(directory)
         // SQLite creates the -wal and -shm files beside the database: a
         // directory it cannot write fails there with a bare "unable to open
@@ -94,13 +95,6 @@ public final class SQLiteStore: InPlaceCommitting {
 
     public func close() {
         committer.close()
-    }
-
-    /// A pragma's value on the write connection, before `start` (tests); nil after.
-    func writerPragma(_ name: String) throws(StoreError) -> Int64? {
-        try committer.withIdleBackend { backend throws(StoreError) in
-            try (backend as? SQLiteWriter)?.pragma(name)
-        } ?? nil
     }
 
     /// `mkdir -p` with mode 0700: the database holds every client's data.

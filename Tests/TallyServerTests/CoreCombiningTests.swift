@@ -6,7 +6,7 @@ import TallyNet
 import TallyProtocol
 import TallyTestSupport
 @testable import TallyServer
-@testable import TallyStore
+@_spi(Testing) @testable import TallyStore
 
 /// Flat combining (ARCHITECTURE.md, "The sync engine"): a thread that brings
 /// core work while the core is idle does it in place; while anyone does core
@@ -71,12 +71,12 @@ struct CoreCombiningTests {
         let directory = try TemporaryDirectory()
         try withHub(dataDirectory: directory.path) { hub in
             let metrics = hub.hub.core.metrics
-            let committer = try #require(hub.hub.core.store as? SQLiteStore).committer
+            let writer = try #require(hub.hub.core.store as? SQLiteStore).writerProbe
             let inPlace = try countWhileSendingLoneRequests(
                 hub, subscribe: #"{"op":"subscribe","name":"lone"}"#,
                 counter: { metrics.commitsInPlace.load(ordering: .relaxed) },
                 beforeEach: {
-                    try waitUntil("the store to be idle", timeoutMillis: messageTimeout) { committer.writerIsParkedAndIdle }
+                    try waitUntil("the store to be idle", timeoutMillis: messageTimeout) { writer.isParkedAndIdle }
                 },
                 request: { #"{"op":"set","name":"lone","data":{"n":\#($0)}}"# },
                 check: { push, index in #expect(push["version"] == .int(Int64(index))) })

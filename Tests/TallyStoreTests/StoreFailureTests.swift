@@ -3,7 +3,7 @@ import CSQLite
 import TallyConcurrency
 import TallyTestSupport
 import Testing
-@testable import TallyStore
+@_spi(Testing) @testable import TallyStore
 
 /// A failed commit (a full disk, an I/O error) is reported, and everything
 /// queued behind it is discarded untried until the submitter resumes: those

@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import TallyTestSupport
 import Testing
-@testable import TallyStore
+@_spi(Testing) @testable import TallyStore
 
 /// Commit in place (`InPlaceCommitting.commitQueued`): a submitter that would otherwise
 /// wait for the writer borrows the idle writer's connection and commits on
@@ -120,8 +120,8 @@ import Testing
     /// With the writer parked but the rule against lending, a unit queued
     /// for `commitQueued` is committed by the writer, woken for it.
     private func expectTheWriterCommitsTheNextUnit(_ h: StoreHarness) async throws {
-        try await poll("the writer to park", timeoutMillis: 10_000, intervalMillis: 1) { h.committer.writerIsParked }
-        #expect(!h.committer.wouldLend)
+        try await poll("the writer to park", timeoutMillis: 10_000, intervalMillis: 1) { h.probe.isParked }
+        #expect(!h.probe.wouldLend)
         let next = h.unit([.putRecord(record("next"))])
         h.lender.submit(next, wakeWriter: false)
         h.lender.commitQueued()
