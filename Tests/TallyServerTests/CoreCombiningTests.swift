@@ -142,7 +142,7 @@ struct CoreCombiningTests {
         let store = SubmitOnlyStore(MemoryStore())
         let hub = try HubFixture(store: store)
         defer { hub.close() }
-        #expect(hub.hub.core.inPlaceStore == nil)
+        #expect(hub.hub.core.runner.inPlaceStore == nil)
         let subscriber = try hub.connect()
         try subscriber.ok(#"{"op":"subscribe","name":"plain"}"#)
         let sender = try hub.connect()
