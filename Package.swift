@@ -47,8 +47,8 @@ let package = Package(
         .target(name: "TallyNet",
                 dependencies: ["CLinuxShim", "TallyConcurrency", "TallyHTTP", "TallyWebSocket", "TallyTLS"],
                 swiftSettings: strict),
-        // The hub: configuration, routes, metrics.
-        // Durable storage: SQLite (WAL, group commit) and an in-memory twin.
+        // Durable storage behind `Store`: SQLite (WAL, group commit) and an
+        // in-memory twin; both also commit in place (`InPlaceCommitting`).
         .target(name: "TallyStore", dependencies: ["CSQLite", "TallyConcurrency", "TallyProtocol"],
                 swiftSettings: strict),
         // The SQLite connection the CLI's own files share (the mirror's store,
@@ -57,6 +57,7 @@ let package = Package(
         .target(name: "TallySQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // One process per data directory or mirror store: an exclusive lock file naming its holder.
         .target(name: "TallyFileLock", swiftSettings: strict),
+        // The hub: the core, sessions, configuration, routes, metrics.
         .target(name: "TallyServer", dependencies: ["TallyConcurrency", "TallyNet", "TallyEngine", "TallyProtocol", "TallyStore",
                                                     "TallyFileLock", "COpenSSL", "CZlib"],
                 swiftSettings: strict),

@@ -288,19 +288,28 @@ enum ChildRegistry {
         }
     }
 
-    /// SIGINT, SIGTERM and SIGHUP: SIGTERM every registered child, then exit.
+    /// SIGINT, SIGTERM and SIGHUP: SIGTERM every registered child, then let
+    /// the signal do what it would have done without this handler.
+    ///
+    /// The library does not exit the process or pick an exit code: it puts
+    /// the default action back and raises the signal again, which is
+    /// delivered once the handler returns (the signal is blocked while it
+    /// runs) and ends the process as if no handler had been installed. A
+    /// shell sees the same status as before, 128 + the signal's number.
     static func installSignalHandlers() {
         lock.withLock { installed in
             guard !installed else { return }
             installed = true
             _ = slots
             var action = sigaction()
-            action.__sigaction_handler.sa_handler = { signal in
+            action.__sigaction_handler.sa_handler = { number in
                 for i in 0..<ChildRegistry.capacity {
                     let pid = ChildRegistry.slots[i]
                     if pid > 0 { kill(pid, SIGTERM) }
                 }
-                _exit(128 + signal)
+                // Both async-signal-safe (signal-safety(7)).
+                signal(number, SIG_DFL)
+                raise(number)
             }
             sigemptyset(&action.sa_mask)
             for signal in [SIGINT, SIGTERM, SIGHUP] { sigaction(signal, &action, nil) }

@@ -69,8 +69,8 @@ public struct CoreConfiguration: Sendable {
 /// order the core produced them.
 ///
 /// `@unchecked Sendable`: the members marked "core thread only" are touched
-/// by whichever thread holds the core (`CoreMailbox` hands it over under its
-/// lock), the inboxes each by their own loop; the rest is immutable or atomic.
+/// by whichever thread holds the core (`CoreRunner` hands it over under its
+/// mailbox's lock); the rest is immutable or atomic.
 public final class HubCore: @unchecked Sendable {
     enum Input {
         case open(Session)
@@ -118,9 +118,9 @@ public final class HubCore: @unchecked Sendable {
         var fanout: [Session] = []
     }
 
-    private let mailbox = CoreMailbox<Input>()
-    /// One per event loop (indexed by loop id), each touched only by its loop.
-    private let inboxes = (0..<64).map { _ in LoopInbox() }
+    /// Who runs the core's work: the mailbox, the loops' inboxes, the core
+    /// thread, flat combining and commit in place.
+    let runner: CoreRunner
     private let sessionCounter = Atomic<Int>(0)
     let store: any Store
     let configuration: CoreConfiguration
@@ -171,6 +171,7 @@ public final class HubCore: @unchecked Sendable {
     public init(store: any Store, configuration: CoreConfiguration, logger: Logger) throws(StoreError) {
         self.startedAt = configuration.clock()
         self.store = store
+        runner = CoreRunner(store: store)
         self.configuration = configuration
         self.logger = logger
         var limits = configuration.limits
@@ -193,88 +194,38 @@ public final class HubCore: @unchecked Sendable {
 
     /// Starts the store writer and the core thread.
     public func start() {
-        // A commit report is handled on the thread that committed (the
-        // writer, or a loop that committed in place) when the core is idle
-        // (see `CoreMailbox.claim`): one thread wake-up less per commit.
-        store.start { [self] outcome in combine([.committed(outcome)]) }
-        let box = Unmanaged.passRetained(self)
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            let core = Unmanaged<HubCore>.fromOpaque(raw!).takeRetainedValue()
-            core.run()
-            return nil
-        }, box.toOpaque())
-        precondition(rc == 0, "cannot start the core thread: error \(rc)")
-        pthread_detach(thread)
+        runner.start(self)
     }
 
     /// Stops after the work already posted; commits what is queued and closes
     /// the store. Blocks until done.
     public func stop() {
         let done = CountdownLatch(count: 1)
-        mailbox.post(.stop { done.countDown() })
+        runner.post(.stop { done.countDown() })
         done.wait()
     }
 
-    func post(_ input: Input) { mailbox.post(input) }
+    func post(_ input: Input) { runner.post(input) }
 
-    /// Posts from a loop thread. What one loop iteration posts is gathered
-    /// and handed over at the iteration's end in one piece — and, when the
-    /// core is idle and the batch is quick work, done right there on the
-    /// loop thread, so a lone write or publish wakes no other thread before
-    /// its deliveries.
-    func post(from loop: EventLoop, _ input: Input) {
-        // The inbox is the loop's own: from anywhere else (or past the
-        // inboxes there are), post directly.
-        guard loop.id < inboxes.count, loop.inEventLoop else { return mailbox.post(input) }
-        let inbox = inboxes[loop.id]
-        if inbox.items.isEmpty { loop.atIterationEnd { [self] in handOver(inbox) } }
-        inbox.items.append(input)
-        if !input.isQuick { inbox.quick = false }
-    }
-
-    private func handOver(_ inbox: LoopInbox) {
-        swap(&inbox.items, &inbox.taken)
-        let quick = inbox.quick
-        inbox.quick = true
-        if quick {
-            combine(inbox.taken, commitHere: true)
-        } else {
-            mailbox.post(contentsOf: inbox.taken)
-        }
-        inbox.taken.removeAll(keepingCapacity: true)
-    }
-
-    /// Does `batch` on this thread if the core is idle, else queues it for
-    /// the core thread. With `commitHere` (a loop at its iteration's end)
-    /// the store units it makes are committed on this thread too when the
-    /// store writer is idle — after the core is let go, so that the commit's
-    /// I/O holds up nobody else's core work and its report can be handled
-    /// here as well.
-    private func combine(_ batch: [Input], commitHere: Bool = false) {
-        guard mailbox.claim(orPost: batch) else { return }
-        metrics.coreBatchesInPlace.add(1, ordering: .relaxed)
-        let (stopped, submitted) = process(batch, wakeWriter: !commitHere)
-        assert(stopped == nil, "only the core thread takes a stop")
-        mailbox.release()
-        if commitHere && submitted { store.commitQueued() }
-    }
+    /// Posts from a loop thread: gathered per loop iteration and handed
+    /// over at its end, done in place when the core is free (`CoreRunner`).
+    func post(from loop: EventLoop, _ input: Input) { runner.post(from: loop, input, to: self) }
 
     /// Applies writes as `actor`, as a client's would be; `done` runs on the
     /// core thread once they are accepted (not yet committed) or refused.
     public func submit(_ writes: [Write], atomic: Bool = false, as actor: Actor,
                        done: @escaping @Sendable (Result<JSONObject, ProtocolError>) -> Void = { _ in }) {
-        mailbox.post(.system(writes, atomic: atomic, actor, done))
+        runner.post(.system(writes, atomic: atomic, actor, done))
     }
 
     /// The first 1000 records under `prefix`, delivered on the core thread.
     public func scan(prefix: String, done: @escaping @Sendable ([RecordState]) -> Void) {
-        mailbox.post(.scan(prefix, done))
+        runner.post(.scan(prefix, done))
     }
 
     /// The first 1000 records of a live query's result, delivered on the core thread.
     public func query(_ query: Query, done: @escaping @Sendable ([RecordState]) -> Void) {
-        mailbox.post(.query(query, done))
+        runner.post(.query(query, done))
     }
 
     func nextSessionID() -> Int { sessionCounter.add(1, ordering: .relaxed).newValue }
@@ -285,25 +236,14 @@ public final class HubCore: @unchecked Sendable {
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
-    // MARK: The loop
-
-    private func run() {
-        var spare: [Input] = []
-        while true {
-            let batch = mailbox.takeAll(reusing: &spare)
-            metrics.coreBatchesQueued.add(1, ordering: .relaxed)
-            if let stopped = process(batch).stopped {
-                store.close()
-                stopped()
-                return
-            }
-        }
-    }
+    // MARK: The work of one batch
 
     /// The core's work for one batch, on whichever thread holds the core
-    /// (see `CoreMailbox`). Returns the stop request's callback if the batch
-    /// held one, and whether it handed units to the store.
-    private func process(_ batch: [Input], wakeWriter: Bool = true)
+    /// (see `CoreRunner`). Returns the stop request's callback if the batch
+    /// held one, and whether it handed units to the store. With `lender`
+    /// the units are queued without waking the store's writer: the caller
+    /// commits them in place next.
+    func process(_ batch: [Input], committingIn lender: (any InPlaceCommitting)? = nil)
         -> (stopped: (@Sendable () -> Void)?, submitted: Bool) {
         var stopped: (@Sendable () -> Void)?
         for input in batch {
@@ -332,7 +272,11 @@ public final class HubCore: @unchecked Sendable {
                 done((try? queryRecords(query, after: nil, pageLimit: 1000).0) ?? [])
             }
         }
-        for unit in units { store.submit(unit, wakeWriter: wakeWriter) }
+        if let lender {
+            for unit in units { lender.submit(unit, wakeWriter: false) }
+        } else {
+            for unit in units { store.submit(unit) }
+        }
         let submitted = !units.isEmpty
         units.removeAll(keepingCapacity: true)
         release()
@@ -491,34 +435,3 @@ public final class HubCore: @unchecked Sendable {
         emit(.reply(session, writer.finish()), after: 0)
     }
 }
-
-/// What one loop's connections posted to the core during the loop's current
-/// iteration. Loop thread only (`post(from:)` checks `inEventLoop` before
-/// touching one), so not Sendable.
-final class LoopInbox {
-    var items: [HubCore.Input] = []
-    /// The batch being handed over (swapped with `items`, storage reused).
-    var taken: [HubCore.Input] = []
-    /// Whether everything in `items` is quick (see `Input.isQuick`).
-    var quick = true
-}
-
-extension HubCore.Input {
-    /// Work short enough to do on a loop thread: no snapshot, replay or scan,
-    /// which may read thousands of rows and would hold up the loop's other
-    /// connections. Those go to the core thread.
-    var isQuick: Bool {
-        switch self {
-        case .open, .close, .refused, .committed: true
-        case .request(_, let request):
-            switch request.operation {
-            case .get(.prefix): false
-            case .subscribe(.prefix, _): false
-            case .subscribe(_, let since): since == nil
-            case .hello, .get, .unsubscribe, .write, .publish, .report: true
-            }
-        case .rest, .stop, .system, .scan, .query: false
-        }
-    }
-}
-

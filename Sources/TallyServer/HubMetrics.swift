@@ -16,7 +16,7 @@ final class HubMetrics: Sendable {
     let eventDeliveries = Atomic<Int>(0)
     let commits = Atomic<Int>(0)
     /// Commits done by the event loop that brought the writes, the store
-    /// writer being idle (see `Store.commitQueued`).
+    /// writer being idle (see `InPlaceCommitting.commitQueued`).
     let commitsInPlace = Atomic<Int>(0)
     let committedUnits = Atomic<Int>(0)
     let commitNanos = Atomic<Int>(0)

@@ -36,27 +36,33 @@ enum ApplyResult {
 }
 
 /// When a parked writer lends its connection to a submitter (see
-/// `GroupCommitter.commitQueued`).
-struct LendingRule: Sendable {
+/// `GroupCommitter.commitQueued`). Tests choose another through
+/// `StoreTestHooks.lending`.
+@_spi(Testing) public struct LendingRule: Sendable {
     /// How long the store must have been idle (no commit ending). At light
     /// load — a write now and then — a thread wake-up costs more than
     /// blocking the submitter for one commit; under load the gaps between
     /// commits are far shorter.
-    var afterIdleNanos: UInt64
+    public var afterIdleNanos: UInt64
     /// The longest last commit after which it still lends (about 0.2–1.5 ms
     /// here; a disk that needs more keeps commits on the writer thread).
-    var maxCommitNanos: UInt64
+    public var maxCommitNanos: UInt64
+
+    public init(afterIdleNanos: UInt64, maxCommitNanos: UInt64) {
+        self.afterIdleNanos = afterIdleNanos
+        self.maxCommitNanos = maxCommitNanos
+    }
 
     static let standard = LendingRule(afterIdleNanos: 2_000_000, maxCommitNanos: 2_000_000)
     /// Whenever the writer is parked: tests of the hand-over itself, which
     /// must not depend on how fast a loaded machine syncs.
-    static let whenParked = LendingRule(afterIdleNanos: 0, maxCommitNanos: .max)
+    public static let whenParked = LendingRule(afterIdleNanos: 0, maxCommitNanos: .max)
 }
 
 /// Test-only ways into the writer: fail a unit in the middle, fail a
 /// whole transaction, pause before COMMIT, lend by another rule. Empty in
-/// production.
-struct StoreTestHooks: Sendable {
+/// production; tests pass them to the stores' `@_spi(Testing)` initializers.
+@_spi(Testing) public struct StoreTestHooks: Sendable {
     /// Called after each mutation of each unit is applied inside the
     /// transaction; a returned error fails the unit there.
     var afterMutation: (@Sendable (_ token: UInt64, _ mutationIndex: Int) -> StoreError?)?
@@ -73,7 +79,7 @@ struct StoreTestHooks: Sendable {
     /// split and merge after a few entries).
     var listBlockSize: Int?
 
-    init(afterMutation: (@Sendable (UInt64, Int) -> StoreError?)? = nil,
+    public init(afterMutation: (@Sendable (UInt64, Int) -> StoreError?)? = nil,
          beforeCommit: (@Sendable ([UInt64]) -> Void)? = nil,
          failCommit: (@Sendable ([UInt64]) -> StoreError?)? = nil, lending: LendingRule? = nil,
          listBlockSize: Int? = nil) {

@@ -11,7 +11,7 @@ public struct CommitOutcome: Sendable, Equatable {
     /// applied.
     public var error: StoreError?
     /// Committed by a submitter that borrowed the idle writer's connection
-    /// (`Store.commitQueued`), not by the writer thread.
+    /// (`InPlaceCommitting.commitQueued`), not by the writer thread.
     public var inPlace: Bool
     /// These units were not tried: they were queued behind a unit that
     /// failed (reported before them, with `discarded` false) and before the

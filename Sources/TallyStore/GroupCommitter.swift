@@ -183,29 +183,15 @@ final class GroupCommitter: @unchecked Sendable {
         }
     }
 
-    /// Whether the writer thread is parked with nothing to do and the store
-    /// idle long enough, so that `commitQueued` would commit in place (tests
-    /// wait for this).
-    var wouldLend: Bool {
-        state.withLock { s in s.queue.isEmpty && s.lends(now: monotonicNanos(), by: lending) }
-    }
-
-    /// Whether the writer thread is parked with nothing queued (tests).
-    var writerIsParked: Bool {
-        state.withLock { $0.parkedWithNothingToDo }
-    }
-
-    /// Whether the writer is parked and the store has been idle long enough
-    /// to lend — how quick its last commit was aside, which a loaded machine
-    /// decides (tests).
-    var writerIsParkedAndIdle: Bool {
-        state.withLock { s in
-            s.parkedWithNothingToDo && monotonicNanos() &- s.lastCommitEnded >= lending.afterIdleNanos
-        }
+    /// Reads the shared state under its lock, with the lending rule
+    /// (`WriterProbe`, for tests).
+    func inspect<R>(_ body: (State, LendingRule) -> R) -> R {
+        state.withLock { body($0, lending) }
     }
 
     /// Runs `body` with the backend before the writer thread has started
-    /// (tests inspect the write connection this way); nil once it has.
+    /// (`applyBeforeStart`; tests inspect the write connection this way);
+    /// nil once it has.
     func withIdleBackend<R>(_ body: (any CommitBackend) throws(StoreError) -> R) throws(StoreError) -> R? {
         guard state.withLock({ s in if case .idle = s.phase { true } else { false } }) else { return nil }
         return try body(backend)

@@ -4,7 +4,7 @@ import TallyConcurrency
 /// tables in dictionaries and arrays, the same group committer on its own
 /// writer thread, the same retention. Code written against it behaves as it
 /// will with SQLiteStore; everything is gone when the process ends.
-public final class MemoryStore: Store {
+public final class MemoryStore: InPlaceCommitting {
     private let tables: LockedValueBox<MemoryTables>
     let committer: GroupCommitter
     let diagnostics: LockedValueBox<StoreDiagnostics>
@@ -16,7 +16,8 @@ public final class MemoryStore: Store {
         self.init(retention: retention, clock: clock, hooks: StoreTestHooks())
     }
 
-    init(retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) {
+    /// With test hooks in the writer (`StoreTestHooks`).
+    @_spi(Testing) public init(retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) {
         let tables = LockedValueBox(MemoryTables())
         let diagnostics = LockedValueBox(StoreDiagnostics())
         self.tables = tables
@@ -36,6 +37,10 @@ public final class MemoryStore: Store {
 
     public func start(onCommit: @escaping @Sendable (CommitOutcome) -> Void) {
         committer.start(onCommit: onCommit)
+    }
+
+    public func submit(_ unit: StoreUnit) {
+        committer.submit(unit, wakeWriter: true)
     }
 
     public func submit(_ unit: StoreUnit, wakeWriter: Bool) {

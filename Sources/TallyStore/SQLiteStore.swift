@@ -4,7 +4,7 @@ import TallyConcurrency
 
 /// The durable store: one SQLite file (`tally.sqlite3`) in WAL mode, written
 /// by one writer thread with group commit. See `Store` for the design.
-public final class SQLiteStore: Store {
+public final class SQLiteStore: InPlaceCommitting {
     public static let fileName = "tally.sqlite3"
 
     /// The database file.
@@ -27,8 +27,9 @@ public final class SQLiteStore: Store {
                       hooks: StoreTestHooks())
     }
 
-    init(directory: String, durability: Durability, retention: StoreRetention, clock: StoreClock,
-         hooks: StoreTestHooks) throws(StoreError) {
+    /// With test hooks in the writer (`StoreTestHooks`).
+    @_spi(Testing) public init(directory: String, durability: Durability, retention: StoreRetention,
+                               clock: StoreClock, hooks: StoreTestHooks) throws(StoreError) {
         try Self.createDirectory(directory)
         // SQLite creates the -wal and -shm files beside the database: a
         // directory it cannot write fails there with a bare "unable to open
@@ -68,6 +69,10 @@ public final class SQLiteStore: Store {
         committer.start(onCommit: onCommit)
     }
 
+    public func submit(_ unit: StoreUnit) {
+        committer.submit(unit, wakeWriter: true)
+    }
+
     public func submit(_ unit: StoreUnit, wakeWriter: Bool) {
         committer.submit(unit, wakeWriter: wakeWriter)
     }
@@ -90,13 +95,6 @@ public final class SQLiteStore: Store {
 
     public func close() {
         committer.close()
-    }
-
-    /// A pragma's value on the write connection, before `start` (tests); nil after.
-    func writerPragma(_ name: String) throws(StoreError) -> Int64? {
-        try committer.withIdleBackend { backend throws(StoreError) in
-            try (backend as? SQLiteWriter)?.pragma(name)
-        } ?? nil
     }
 
     /// `mkdir -p` with mode 0700: the database holds every client's data.

@@ -15,12 +15,16 @@
 //   pthread mutex + condition (`GroupCommitter`); submit never does I/O.
 // - One writer thread owns the write connection, and only one thread writes
 //   at a time, so there is never write-lock contention inside the process.
-//   While the writer is parked and the store idle (`LendingRule`: no commit
-//   for 2 ms, the last one quick), a submitter that would otherwise wait
-//   for the commit (an event loop at its iteration's end) borrows the
-//   connection and commits on its own thread (`commitQueued`): a lone write
-//   then wakes no thread before its commit or after it. The writer stays
-//   parked meanwhile and takes over what queued up behind.
+// - Commit in place is a capability of these two stores, not part of
+//   `Store` (`InPlaceCommitting`): while the writer is parked and the store
+//   idle (`LendingRule`: no commit for 2 ms, the last one quick), a
+//   submitter that would otherwise wait for the commit (an event loop at its
+//   iteration's end) borrows the connection and commits on its own thread
+//   (`commitQueued`): a lone write then wakes no thread before its commit or
+//   after it. The writer stays parked meanwhile and takes over what queued
+//   up behind. A backend without a writer thread to lend (a server
+//   database) implements `Store` alone, and the hub then leaves every
+//   commit to it.
 // - One checkpointer thread owns a second connection and does nothing but
 //   WAL checkpoints (`SQLiteCheckpointer`).
 // - Each reader (`makeReader()`) has its own connection and one owner thread.
@@ -88,25 +92,24 @@
 // change_bytes live in the `meta` table, written in every commit
 // transaction, read once at open.
 
-/// The write side of a store: units go in, outcomes come back on the writer
-/// thread.
+/// The write side of a store: units go in, outcomes come back on a thread
+/// of the store's.
+///
+/// This is all a backend implements. Lending the writer's connection to a
+/// submitter (commit in place) is an optional capability on top,
+/// `InPlaceCommitting`, that the hub uses only where a store offers it.
 public protocol Store: AnyObject, Sendable {
     /// A new reader with its own connection, for one thread.
     func makeReader() throws(StoreError) -> any StoreReading
     /// Starts the writer. `onCommit` runs after every transaction (success
     /// or failure), in submission order, on the thread that committed: the
-    /// writer thread, or a `commitQueued` caller. Later calls do
-    /// nothing. Units submitted before `start` wait for it.
+    /// store's writer, or an `InPlaceCommitting.commitQueued` caller. Later
+    /// calls do nothing. Units submitted before `start` wait for it.
     func start(onCommit: @escaping @Sendable (CommitOutcome) -> Void)
     /// Queues a unit; thread-safe, never blocks on I/O. Units commit in
     /// submission order. After `close` the unit is reported as failed at once,
-    /// on the caller's thread. With `wakeWriter: false` the writer is not
-    /// woken: the caller must call `commitQueued()` next.
-    func submit(_ unit: StoreUnit, wakeWriter: Bool)
-    /// Commits the queue on the calling thread if the writer is idle (then
-    /// `onCommit` runs on this thread before it returns), else leaves it to
-    /// the writer. May block for the commit's I/O.
-    func commitQueued()
+    /// on the caller's thread.
+    func submit(_ unit: StoreUnit)
     /// After a failed unit, every unit submitted before this call is
     /// reported `discarded` without being tried; units submitted after it
     /// are tried again. The submitter calls it once it has dropped what it
@@ -125,6 +128,18 @@ public protocol Store: AnyObject, Sendable {
     func close()
 }
 
-extension Store {
-    public func submit(_ unit: StoreUnit) { submit(unit, wakeWriter: true) }
+/// A store whose idle writer lends its connection to a submitter, so that
+/// a lone write commits on the submitter's thread and wakes no other
+/// (commit in place; see the file's comment and `GroupCommitter`).
+///
+/// Optional: the hub asks `store as? any InPlaceCommitting` once, and a
+/// store that is not one gets every unit through `Store.submit`.
+public protocol InPlaceCommitting: Store {
+    /// Queues a unit as `Store.submit` does; with `wakeWriter: false` the
+    /// writer is not woken: the caller must call `commitQueued()` next.
+    func submit(_ unit: StoreUnit, wakeWriter: Bool)
+    /// Commits the queue on the calling thread if the writer is idle (then
+    /// `onCommit` runs on this thread before it returns), else leaves it to
+    /// the writer. May block for the commit's I/O.
+    func commitQueued()
 }

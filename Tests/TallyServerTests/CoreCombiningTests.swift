@@ -6,7 +6,7 @@ import TallyNet
 import TallyProtocol
 import TallyTestSupport
 @testable import TallyServer
-@testable import TallyStore
+@_spi(Testing) @testable import TallyStore
 
 /// Flat combining (ARCHITECTURE.md, "The sync engine"): a thread that brings
 /// core work while the core is idle does it in place; while anyone does core
@@ -71,12 +71,12 @@ struct CoreCombiningTests {
         let directory = try TemporaryDirectory()
         try withHub(dataDirectory: directory.path) { hub in
             let metrics = hub.hub.core.metrics
-            let committer = try #require(hub.hub.core.store as? SQLiteStore).committer
+            let writer = try #require(hub.hub.core.store as? SQLiteStore).writerProbe
             let inPlace = try countWhileSendingLoneRequests(
                 hub, subscribe: #"{"op":"subscribe","name":"lone"}"#,
                 counter: { metrics.commitsInPlace.load(ordering: .relaxed) },
                 beforeEach: {
-                    try waitUntil("the store to be idle", timeoutMillis: messageTimeout) { committer.writerIsParkedAndIdle }
+                    try waitUntil("the store to be idle", timeoutMillis: messageTimeout) { writer.isParkedAndIdle }
                 },
                 request: { #"{"op":"set","name":"lone","data":{"n":\#($0)}}"# },
                 check: { push, index in #expect(push["version"] == .int(Int64(index))) })
@@ -133,4 +133,44 @@ struct CoreCombiningTests {
             #expect(seqs == (1...150).map { JSONValue.int(Int64($0)) }, "gap-free and in order")
         }
     }
+
+    /// A backend that implements `Store` alone (no writer to lend, as a
+    /// server database would have) gets every unit through `submit`: lone
+    /// writes are acknowledged and pushed after their commits, none of them
+    /// in place.
+    @Test func aStoreWithoutInPlaceCommitsGetsEveryUnitSubmitted() throws {
+        let store = SubmitOnlyStore(MemoryStore())
+        let hub = try HubFixture(store: store)
+        defer { hub.close() }
+        #expect(hub.hub.core.runner.inPlaceStore == nil)
+        let subscriber = try hub.connect()
+        try subscriber.ok(#"{"op":"subscribe","name":"plain"}"#)
+        let sender = try hub.connect()
+        for index in 1...5 {
+            try sender.ok(#"{"op":"set","name":"plain","data":{"n":\#(index)}}"#)
+            #expect(try subscriber.push()["version"] == .int(Int64(index)))
+        }
+        #expect(hub.hub.core.metrics.commitsInPlace.load(ordering: .relaxed) == 0)
+        #expect(store.submitted.load(ordering: .relaxed) >= 5, "every write went through submit")
+    }
+}
+
+/// `Store` and nothing more, over a `MemoryStore`: what a backend without
+/// commit in place offers the hub.
+private final class SubmitOnlyStore: Store {
+    let base: MemoryStore
+    let submitted = Atomic<Int>(0)
+
+    init(_ base: MemoryStore) { self.base = base }
+
+    func makeReader() throws(StoreError) -> any StoreReading { try base.makeReader() }
+    func start(onCommit: @escaping @Sendable (CommitOutcome) -> Void) { base.start(onCommit: onCommit) }
+    func submit(_ unit: StoreUnit) {
+        submitted.add(1, ordering: .relaxed)
+        base.submit(unit)
+    }
+    func resumeAfterFailure() { base.resumeAfterFailure() }
+    func applyBeforeStart(_ units: [StoreUnit]) throws(StoreError) { try base.applyBeforeStart(units) }
+    var health: StoreHealth { base.health }
+    func close() { base.close() }
 }

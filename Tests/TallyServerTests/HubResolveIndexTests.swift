@@ -5,7 +5,7 @@ import TallyConcurrency
 import TallyNet
 import TallyProtocol
 @testable import TallyServer
-@testable import TallyStore
+@_spi(Testing) @testable import TallyStore
 import TallyTestSupport
 
 /// `/v1/resolve` reads a code index kept in the store (`record_index`,

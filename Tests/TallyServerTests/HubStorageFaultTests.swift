@@ -5,7 +5,7 @@ import TallyConcurrency
 import TallyNet
 import TallyProtocol
 @testable import TallyServer
-@testable import TallyStore
+@_spi(Testing) @testable import TallyStore
 import TallyTestSupport
 
 // A failed commit (a full disk) is answered, not fatal (ARCHITECTURE.md,
@@ -130,19 +130,19 @@ struct HubStorageFaultTests {
     @Test func aFailedCommitInPlaceIsAnswered() throws {
         let disk = DiskFault()
         try withFaultyHub(.memory, disk: disk, lending: .whenParked) { hub in
-            let committer = try #require(hub.hub.core.store as? MemoryStore).committer
+            let writer = try #require(hub.hub.core.store as? MemoryStore).writerProbe
             disk.watch(hub.hub.server.group.loops)
             let client = try hub.connect()
-            try waitUntil("the store writer to park", timeoutMillis: messageTimeout) { committer.wouldLend }
+            try waitUntil("the store writer to park", timeoutMillis: messageTimeout) { writer.wouldLend }
             try client.ok(#"{"op":"set","name":"a","data":{}}"#)
             disk.isFull = true
             for n in 0..<5 {
-                try waitUntil("the store writer to park", timeoutMillis: messageTimeout) { committer.wouldLend }
+                try waitUntil("the store writer to park", timeoutMillis: messageTimeout) { writer.wouldLend }
                 #expect(try client.request(#"{"op":"set","name":"b\#(n)","data":{}}"#).errorCode == "storage_failed")
             }
             #expect(disk.failedOnALoop > 0, "a loop borrowed the writer's connection and failed")
             disk.isFull = false
-            try waitUntil("the store writer to park", timeoutMillis: messageTimeout) { committer.wouldLend }
+            try waitUntil("the store writer to park", timeoutMillis: messageTimeout) { writer.wouldLend }
             #expect(try client.ok(#"{"op":"set","name":"b","data":{}}"#)["seq"] == 2)
         }
     }

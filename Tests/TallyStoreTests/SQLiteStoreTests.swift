@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import TallyTestSupport
 import Testing
-@testable import TallyStore
+@_spi(Testing) @testable import TallyStore
 
 /// What only the SQLite backend has: files, reopening, pragmas, checkpoints.
 @Suite struct SQLiteStoreTests {

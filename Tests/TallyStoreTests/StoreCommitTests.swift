@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import TallyTestSupport
 import Testing
-@testable import TallyStore
+@_spi(Testing) @testable import TallyStore
 
 /// Group commit, atomicity and isolation, one body for both backends.
 @Suite struct StoreCommitTests {

@@ -3,7 +3,7 @@ import CSQLite
 import TallyConcurrency
 import TallyTestSupport
 import Testing
-@testable import TallyStore
+@_spi(Testing) @testable import TallyStore
 
 /// A failed commit (a full disk, an I/O error) is reported, and everything
 /// queued behind it is discarded untried until the submitter resumes: those
@@ -62,7 +62,7 @@ import Testing
             h.unit([.putRecord(record("c"))], changes: [change(3, .record, "c")]),
         ]
         for unit in units { h.store.submit(unit) }
-        let store = h.store
+        let store = h.lender
         let recorder = h.recorder
         store.start { outcome in
             recorder.record(outcome)
@@ -88,8 +88,8 @@ import Testing
         disk.isFull = true
         try await h.waitUntilWriterParks()
         let first = h.unit([.putRecord(record("x"))], changes: [change(1, .record, "x")])
-        h.store.submit(first, wakeWriter: false)
-        h.store.commitQueued()
+        h.lender.submit(first, wakeWriter: false)
+        h.lender.commitQueued()
         let failed = try #require(h.recorder.all.last, "reported before commitQueued returned")
         #expect(failed.tokens == [first.token] && failed.inPlace && !failed.discarded)
         #expect(failed.error == FaultSwitch.full)
@@ -97,8 +97,8 @@ import Testing
         disk.isFull = false
         try await h.waitUntilWriterParks()
         let stale = h.unit([.putRecord(record("y"))], changes: [change(2, .record, "y")])
-        h.store.submit(stale, wakeWriter: false)
-        h.store.commitQueued()
+        h.lender.submit(stale, wakeWriter: false)
+        h.lender.commitQueued()
         let discarded = try h.recorder.wait(for: [stale.token])[0]
         #expect(discarded.discarded)
         #expect(disk.commitsTried == 1)
@@ -106,8 +106,8 @@ import Testing
         h.store.resumeAfterFailure()
         try await h.waitUntilWriterParks()
         let fresh = h.unit([.putRecord(record("x"))], changes: [change(1, .record, "x")])
-        h.store.submit(fresh, wakeWriter: false)
-        h.store.commitQueued()
+        h.lender.submit(fresh, wakeWriter: false)
+        h.lender.commitQueued()
         let committed = try #require(h.recorder.all.last)
         #expect(committed.tokens == [fresh.token] && committed.error == nil && committed.inPlace)
         #expect(committed.lastSeq == 1)

@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import TallyTestSupport
 import Testing
-@testable import TallyStore
+@_spi(Testing) @testable import TallyStore
 import TallyProtocol
 
 /// The two backends every contract test runs against.
@@ -196,10 +196,16 @@ final class StoreHarness {
         store.start { [recorder] in recorder.record($0) }
     }
 
-    var committer: GroupCommitter {
+    /// The store as one that commits in place (both backends are).
+    var lender: any InPlaceCommitting {
+        guard let store = store as? any InPlaceCommitting else { fatalError("a store of this harness") }
+        return store
+    }
+
+    var probe: WriterProbe {
         switch store {
-        case let store as SQLiteStore: store.committer
-        case let store as MemoryStore: store.committer
+        case let store as SQLiteStore: store.writerProbe
+        case let store as MemoryStore: store.writerProbe
         default: fatalError("a store of this harness")
         }
     }
@@ -207,7 +213,7 @@ final class StoreHarness {
     /// Waits until the writer thread has parked and the store has been idle
     /// long enough: then `commitQueued` commits on the calling thread.
     func waitUntilWriterParks() async throws {
-        try await poll("the store writer to park", timeoutMillis: 10_000, intervalMillis: 1) { committer.wouldLend }
+        try await poll("the store writer to park", timeoutMillis: 10_000, intervalMillis: 1) { probe.wouldLend }
     }
 
     var diagnostics: StoreDiagnostics {

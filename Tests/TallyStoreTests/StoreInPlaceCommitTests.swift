@@ -1,9 +1,9 @@
 @preconcurrency import Glibc
 import TallyTestSupport
 import Testing
-@testable import TallyStore
+@_spi(Testing) @testable import TallyStore
 
-/// Commit in place (`Store.commitQueued`): a submitter that would otherwise
+/// Commit in place (`InPlaceCommitting.commitQueued`): a submitter that would otherwise
 /// wait for the writer borrows the idle writer's connection and commits on
 /// its own thread; never while the writer works, never two at once, and
 /// retention still runs.
@@ -15,8 +15,8 @@ import Testing
         let h = try StoreHarness(backend, hooks: StoreTestHooks(lending: .whenParked))
         try await h.waitUntilWriterParks()
         let unit = h.unit([.putRecord(record("here"))], changes: [change(1, .record, "here")])
-        h.store.submit(unit, wakeWriter: false)
-        h.store.commitQueued()
+        h.lender.submit(unit, wakeWriter: false)
+        h.lender.commitQueued()
 
         let outcome = try #require(h.recorder.all.first { $0.tokens == [unit.token] }, "reported before returning")
         #expect(outcome.error == nil)
@@ -35,8 +35,8 @@ import Testing
         h.store.submit(first)
         try held.entered.wait()
         let second = h.unit([.putRecord(record("second"))], changes: [change(2, .record, "second")])
-        h.store.submit(second, wakeWriter: false)
-        h.store.commitQueued()
+        h.lender.submit(second, wakeWriter: false)
+        h.lender.commitQueued()
         #expect(!h.recorder.all.contains { $0.tokens.contains(second.token) }, "not committed by the caller")
         held.release()
 
@@ -54,7 +54,7 @@ import Testing
         let h = try StoreHarness(backend, hooks: held.hooks(lending: .whenParked))
         try await h.waitUntilWriterParks()
         let borrowed = h.unit([.putRecord(record("borrowed"))], changes: [change(1, .record, "borrowed")])
-        let store = h.store
+        let store = h.lender
         let borrower = try StoreThread.spawn(name: "borrower") {
             store.submit(borrowed, wakeWriter: false)
             store.commitQueued()
@@ -63,8 +63,8 @@ import Testing
         let woken = h.unit([.putRecord(record("woken"))], changes: [change(2, .record, "woken")])
         let deferred = h.unit([.putRecord(record("deferred"))], changes: [change(3, .record, "deferred")])
         h.store.submit(woken)
-        h.store.submit(deferred, wakeWriter: false)
-        h.store.commitQueued()  // borrowed already: leaves it
+        h.lender.submit(deferred, wakeWriter: false)
+        h.lender.commitQueued()  // borrowed already: leaves it
         held.release()
         StoreThread.join(borrower)
 
@@ -86,8 +86,8 @@ import Testing
         for seq in 1...40 {
             try await h.waitUntilWriterParks()
             let unit = h.unit([.putRecord(record("r", seq: Int64(seq)))], changes: [change(Int64(seq), .record, "r")])
-            h.store.submit(unit, wakeWriter: false)
-            h.store.commitQueued()
+            h.lender.submit(unit, wakeWriter: false)
+            h.lender.commitQueued()
             #expect(h.recorder.all.last?.tokens == [unit.token], "commit \(seq) in place")
         }
         try await poll("the log pruned to 5 changes", timeoutMillis: 10_000) {
@@ -120,11 +120,11 @@ import Testing
     /// With the writer parked but the rule against lending, a unit queued
     /// for `commitQueued` is committed by the writer, woken for it.
     private func expectTheWriterCommitsTheNextUnit(_ h: StoreHarness) async throws {
-        try await poll("the writer to park", timeoutMillis: 10_000, intervalMillis: 1) { h.committer.writerIsParked }
-        #expect(!h.committer.wouldLend)
+        try await poll("the writer to park", timeoutMillis: 10_000, intervalMillis: 1) { h.probe.isParked }
+        #expect(!h.probe.wouldLend)
         let next = h.unit([.putRecord(record("next"))])
-        h.store.submit(next, wakeWriter: false)
-        h.store.commitQueued()
+        h.lender.submit(next, wakeWriter: false)
+        h.lender.commitQueued()
         let outcome = try h.recorder.wait(for: [next.token])[0]
         #expect(outcome.error == nil)
         #expect(!outcome.inPlace, "the writer committed it")
@@ -141,9 +141,9 @@ import Testing
         let other = try SQLiteConnection(path: path, role: .writer, durability: .full)
         try other.execute("BEGIN IMMEDIATE")
         let unit = h.unit([.putRecord(record("later"))], changes: [change(1, .record, "later")])
-        h.store.submit(unit, wakeWriter: false)
+        h.lender.submit(unit, wakeWriter: false)
         let began = monotonicMillis()
-        h.store.commitQueued()
+        h.lender.commitQueued()
         #expect(monotonicMillis() - began < 2_000, "the caller did not wait out the 5 s busy timeout")
         #expect(h.recorder.all.isEmpty, "nothing reported: the units went back to the queue")
         try other.execute("ROLLBACK")
@@ -160,7 +160,7 @@ import Testing
     @Test(arguments: Backend.allCases)
     func closeFromABorrowersReportDoesNotDeadlock(backend: Backend) async throws {
         let h = try StoreHarness(backend, hooks: StoreTestHooks(lending: .whenParked), start: false)
-        let store = h.store
+        let store = h.lender
         let recorder = h.recorder
         store.start { outcome in
             recorder.record(outcome)

@@ -1,5 +1,5 @@
 import Testing
-@testable import TallyStore
+@_spi(Testing) @testable import TallyStore
 import TallyProtocol
 
 /// Ranks through counted blocks (SQLite, schema 6) and through the memory
