@@ -90,7 +90,7 @@ let package = Package(
         .testTarget(name: "TallyConcurrencyTests", dependencies: ["TallyConcurrency"]),
         .testTarget(name: "TallyHTTPTests", dependencies: ["TallyHTTP"]),
         .testTarget(name: "TallyProtocolTests", dependencies: ["TallyProtocol"]),
-        .testTarget(name: "TallyEngineTests", dependencies: ["TallyEngine", "TallyProtocol"]),
+        .testTarget(name: "TallyEngineTests", dependencies: ["TallyEngine", "TallyProtocol", "TallyTestSupport"]),
         .testTarget(name: "TallyServerTests",
                     dependencies: ["TallyConcurrency", "TallyServer", "TallyStore", "TallyNet", "TallyProtocol", "TallyTestSupport",
                                    "TallyHubTestSupport", "TallyFileLock"]),

@@ -1,4 +1,5 @@
 import Testing
+import TallyTestSupport
 @testable import TallyEngine
 import TallyProtocol
 
@@ -7,17 +8,7 @@ import TallyProtocol
 @Suite("PathReplay")
 struct PathReplayTests {
     /// A deterministic generator (SplitMix64), so failures reproduce.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func pick<T>(_ options: [T]) -> T { options[Int(next() % UInt64(options.count))] }
-    }
+    typealias Generator = SplitMix
 
     static let watched = ["stage", "items", "items[1]", "items[1].qty", "meta.tags"]
 

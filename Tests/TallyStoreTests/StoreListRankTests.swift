@@ -1,6 +1,7 @@
 import Testing
 @_spi(Testing) @testable import TallyStore
 import TallyProtocol
+import TallyTestSupport
 
 /// Ranks through counted blocks (SQLite, schema 6) and through the memory
 /// store's arrays: after every commit of random inserts, removals and
@@ -15,7 +16,7 @@ import TallyProtocol
     func ranksAgreeWithAnArrayThroughSplitsAndMerges(_ backend: Backend) throws {
         let h = try StoreHarness(backend, hooks: Self.smallBlocks)
         var model: [ListRow] = []
-        var random = SplitMix(seed: 6)
+        var random = SplitMix(state: 6)
         var seq: Int64 = 0
         for round in 0..<400 {
             var mutations: [StoreMutation] = []
@@ -118,18 +119,5 @@ import TallyProtocol
             let plan = try reader.connection.queryPlan(sql)
             #expect(plan.contains(expected) && !plan.contains("TEMP B-TREE"), "\(sql): \(plan)")
         }
-    }
-}
-
-/// A small deterministic generator (SplitMix64).
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
