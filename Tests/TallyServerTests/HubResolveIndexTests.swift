@@ -66,7 +66,7 @@ import TallyTestSupport
     /// are committed ones, and the uncommitted items are laid over them.
     /// The answer itself waits for the commit (nothing uncommitted is
     /// shown), so the resolve is sent from another thread while the commit
-    /// is held, and read once it is let go.
+    /// is held, seen held (`heldOutputs`), and read once it is let go.
     @Test func anUncommittedItemIsFound() throws {
         let entered = DispatchSemaphore(value: 0)
         let released = DispatchSemaphore(value: 0)
@@ -86,6 +86,7 @@ import TallyTestSupport
         holding.withLock { $0 = true }
         client.send(#"{"op":"set","id":1,"name":"items/new","data":{"sku":"NEW-1"}}"#)
         #expect(entered.wait(timeout: .now() + 5) == .success, "the commit reached the hook")
+        let heldBefore = hub.hub.core.metrics.heldOutputs.load(ordering: .relaxed)
         let answer = LockedValueBox<String??>(nil)
         let done = DispatchSemaphore(value: 0)
         let port = hub.port
@@ -94,9 +95,11 @@ import TallyTestSupport
             answer.withLock { $0 = .some(try? result?.json["name"]?.stringValue) }
             done.signal()
         }
-        // Time for the request to reach the core while the commit is held
-        // (later, it would be found committed and the test would not tell).
-        usleep(300_000)
+        // The core answered it while the commit is held: its response waits
+        // for the commit beside the set's reply.
+        try waitUntil("the resolve held behind the commit", timeoutMillis: 5_000) {
+            hub.hub.core.metrics.heldOutputs.load(ordering: .relaxed) >= heldBefore + 1
+        }
         released.signal()
         #expect(done.wait(timeout: .now() + 5) == .success)
         #expect(answer.withLock { $0 } == .some("items/new"))
