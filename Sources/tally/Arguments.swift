@@ -4,13 +4,16 @@ struct UsageError: Error {
 }
 
 /// Parses `--flag value`, `--flag=value`, `--switch` and positionals against
-/// the options a command declares; anything else is a usage error.
+/// the options a command declares (its `OptionTable`s, and `--help`);
+/// anything else is a usage error.
 struct Arguments {
     private(set) var positionals: [String] = []
     private var values: [String: [String]] = [:]
     private var switches: Set<String> = []
 
-    init(_ args: ArraySlice<String>, command: String, valued: Set<String>, flags: Set<String>) throws(UsageError) {
+    init(_ args: ArraySlice<String>, command: String, options tables: OptionTable...) throws(UsageError) {
+        let valued = tables.reduce(into: Set<String>()) { $0.formUnion($1.valued) }
+        let flags = tables.reduce(into: Set(["help"])) { $0.formUnion($1.flags) }
         var iterator = args.makeIterator()
         var onlyPositionals = false
         while let arg = iterator.next() {

@@ -5,126 +5,130 @@ import TallyTLS
 
 /// `tally bench …`: load generators that print a table.
 enum BenchCommand {
-    static let help = """
-    Usage: tally bench echo [options]
-           tally bench connections [options]
-           tally bench fanout [options]
-           tally bench writes [options]
-           tally bench startup [options]
-           tally bench soak [options]
-           tally bench history [options]
+    /// Each benchmark: its name, what it does (under the name, from column
+    /// 14) and its options.
+    static let benchmarks: [(name: String, about: String, options: OptionTable)] = [
+        ("echo", "round trips against a WebSocket echo endpoint: latency and messages/s", OptionTable(column: 24, [
+            Option("url", "URL", "(default ws://127.0.0.1:8080/echo)"),
+            Option("connections", "C", "concurrent connections (default 10)"),
+            Option("messages", "N", "round trips per connection (default 10000)"),
+            Option("size", "BYTES", "message size (default 64)"),
+            Option("threads", "N", "client event-loop threads (default 1)"),
+            Option("no-compression", nil, "do not offer permessage-deflate"),
+            Option("insecure", nil, "for wss:// URLs: accept any certificate"),
+        ])),
+        ("connections", """
+        opens many idle WebSocket connections; with --server-pid, the
+                      server's resident memory per connection
+        """, OptionTable(column: 24, [
+            Option("url", "URL", "(default ws://127.0.0.1:8080/echo)"),
+            Option("count", "N", "connections to open (default 10000)"),
+            Option("server-pid", "PID", "process whose /proc/PID/status VmRSS is read"),
+            Option("concurrency", "K", "handshakes in flight at once (default 200)"),
+            Option("threads", "N", "client event-loop threads (default 2)"),
+            Option("subprotocol", "P", "offer this subprotocol (e.g. mqtt for Mosquitto)"),
+            Option("compression", nil, "offer permessage-deflate (idle connections should", "still hold no zlib memory)"),
+            Option("insecure", nil, "for wss:// URLs: accept any certificate"),
+        ])),
+        ("fanout", """
+        S subscribers, one publisher sending U updates/s for D seconds;
+                      latency (send → receipt, CLOCK_MONOTONIC) and the broker's CPU
+                      per delivered message (its threads' run time from
+                      /proc/PID/task/*/schedstat). Each broker runs as a child
+                      process: Tally (this binary, `serve`) and Mosquitto as the
+                      baseline. The brokers take turns in rounds; each row pools
+                      its broker's rounds.
+        """, OptionTable(column: 24, [
+            Option("subscribers", "LIST", "subscriber counts (default 100,1000)"),
+            Option("rate", "U", "updates per second (default 100)"),
+            Option("seconds", "D", "publishing time per broker, shared among the rounds", "(default 10)"),
+            Option("rounds", "K", "turns per broker, each D/K seconds with a fresh", "broker process (default 3)"),
+            Option("mode", "LIST", "events, records and/or record-per-sub (default events)",
+                   "  events: Tally publish to a topic; MQTT PUBLISH", "  records: Tally set of one record all follow;",
+                   "    MQTT retained PUBLISH", "  record-per-sub: each subscriber its own record",
+                   "    (topic), the publisher rotates over them"),
+            Option("broker", "LIST", "tally and/or mosquitto (default tally,mosquitto)"),
+            Option("drain", "SECONDS", "wait for late messages after the last update; later", "ones count as lost (default 2)"),
+            Option("threads", "N", "subscriber event-loop threads (default 1)"),
+            Option("compression", nil, "offer permessage-deflate (pushes then compressed per connection)"),
+            Option("durability", "MODE", "the Tally hub's --durability: full (default), normal or off"),
+        ])),
+        ("writes", """
+        W writer connections in a closed loop of `set` + acknowledgement
+                      against a Tally hub child with a fresh store: acknowledged
+                      writes/s, acknowledgement latency, hub CPU per write
+        """, OptionTable(column: 24, [
+            Option("writers", "LIST", "writer counts (default 1,10,100)"),
+            Option("seconds", "D", "measuring time per count (default 10)"),
+            Option("durability", "MODE", "the hub's --durability: full (default), normal or off"),
+            Option("records", "N", "write random records among N shared by all writers",
+                   "(default: each writer cycles over its own 1000)"),
+            Option("threads", "N", "client event-loop threads (default 1)"),
+        ])),
+        ("startup", """
+        fills a store with N records, stops the hub, then times
+                      `tally serve` from exec to "listening" and to the first `get`
+        """, OptionTable(column: 24, [
+            Option("records", "N", "records (default 1000000)"),
+            Option("orders", nil, "fill with N finished orders instead (created and",
+                   "advanced to delivered, 1000 per write, through", "1 connection unless --connections); each start",
+                   "also times its first order creation, the first", "write that needs the workflow's stats"),
+            Option("starts", "K", "timed starts; the median is reported (default 3)"),
+            Option("connections", "C", "filling connections (default 4)"),
+            Option("fill-durability", "M", "--durability while filling (default full)"),
+        ])),
+        ("soak", """
+        steady mixed load against a Tally hub child with a fresh store
+                      for a long time: writers run records through their stages and
+                      orders to delivered, subscribers follow records and prefixes,
+                      reconnecting clients leave and resume by seq. Prints the hub's
+                      resident memory over time, then a summary (growth in the second
+                      half); checks every push (in seq order, no repeats, no gaps);
+                      exit status 1 on any delivery or write error
+        """, OptionTable(column: 24, [
+            Option("seconds", "D", "load time (default 600)"),
+            Option("writers", "W", "writer connections, half records, half orders (default 20)"),
+            Option("rate", "R", "writes per second, all writers together (default 840)"),
+            Option("subscribers", "S", "record and prefix subscribers (default 210)"),
+            Option("reconnecting", "C", "clients that reconnect and resume (default 30)"),
+            Option("reconnect-every", "LO-HI", "seconds a reconnecting client stays (default 5-10)"),
+            Option("interval", "SECONDS", "time between table rows (default a twentieth of the run)"),
+            Option("durability", "MODE", "the hub's --durability: full (default), normal or off"),
+            Option("threads", "N", "client event-loop threads (default 1)"),
+            .pair(Option("url", "URL"), Option("hub-pid", "PID"), "soak a hub started elsewhere (under heaptrack,",
+                  "say) instead of a fresh child; RSS is read from PID"),
+        ])),
+        ("history", """
+        whether writes slow down as history grows: a Tally hub child on a
+                      fresh store is filled with finished orders (created and advanced
+                      to delivered in atomic writes of 1000) to each size in turn; at
+                      each size, order creations/s, advances/s and addEntry/s on a big
+                      list are measured from each connection count. Prints rate per
+                      size, measure and connections, then each rate at the largest
+                      size ÷ at the smallest (target ≥ 0.8×); on stderr, the hub's CPU
+                      time per operation (steadier on a shared machine). Exit status 1 when a
+                      row could not be measured (a refusal is shown as a failed row)
+        """, OptionTable(column: 24, [
+            Option("sizes", "LIST", "finished orders (default 1000,100000,1000000)"),
+            Option("list-entries", "N", "entries in the list addEntry appends to, filled",
+                   "once before the first size (default 1000000)"),
+            Option("list", "NAME", "that list (default bench/history-list)"),
+            Option("seconds", "D", "measuring time per row (default 5)"),
+            Option("connections", "LIST", "connection counts (default 1,100)"),
+            Option("window", "N", "requests in flight in total, shared by the", "connections, at least 1 each (default 100)"),
+            Option("fill-connections", "C", "connections filling the hub (default 1)"),
+            Option("fill-batch", "N", "orders (or list entries) per atomic write while", "filling, 1 to 1000 (default 1000)"),
+            Option("durability", "MODE", "the hub's --durability: full (default), normal or off"),
+            Option("threads", "N", "client event-loop threads (default 1)"),
+            Option("json", nil, "print the result as JSON instead of tables"),
+        ])),
+    ]
 
-    echo          round trips against a WebSocket echo endpoint: latency and messages/s
-      --url URL             (default ws://127.0.0.1:8080/echo)
-      --connections C       concurrent connections (default 10)
-      --messages N          round trips per connection (default 10000)
-      --size BYTES          message size (default 64)
-      --threads N           client event-loop threads (default 1)
-      --no-compression      do not offer permessage-deflate
+    static let help = "Usage: " + benchmarks.map { "tally bench \($0.name) [options]" }.joined(separator: "\n       ") + "\n\n"
+        + benchmarks.map { $0.name.padding(to: 14) + $0.about + "\n" + $0.options.help }.joined(separator: "\n\n")
 
-    connections   opens many idle WebSocket connections; with --server-pid, the
-                  server's resident memory per connection
-      --url URL             (default ws://127.0.0.1:8080/echo)
-      --count N             connections to open (default 10000)
-      --server-pid PID      process whose /proc/PID/status VmRSS is read
-      --concurrency K       handshakes in flight at once (default 200)
-      --threads N           client event-loop threads (default 2)
-      --subprotocol P       offer this subprotocol (e.g. mqtt for Mosquitto)
-      --compression         offer permessage-deflate (idle connections should
-                            still hold no zlib memory)
-      --insecure            for wss:// URLs: accept any certificate
-
-    fanout        S subscribers, one publisher sending U updates/s for D seconds;
-                  latency (send → receipt, CLOCK_MONOTONIC) and the broker's CPU
-                  per delivered message (its threads' run time from
-                  /proc/PID/task/*/schedstat). Each broker runs as a child
-                  process: Tally (this binary, `serve`) and Mosquitto as the
-                  baseline. The brokers take turns in rounds; each row pools
-                  its broker's rounds.
-      --subscribers LIST    subscriber counts (default 100,1000)
-      --rate U              updates per second (default 100)
-      --seconds D           publishing time per broker, shared among the rounds
-                            (default 10)
-      --rounds K            turns per broker, each D/K seconds with a fresh
-                            broker process (default 3)
-      --mode LIST           events, records and/or record-per-sub (default events)
-                              events: Tally publish to a topic; MQTT PUBLISH
-                              records: Tally set of one record all follow;
-                                MQTT retained PUBLISH
-                              record-per-sub: each subscriber its own record
-                                (topic), the publisher rotates over them
-      --broker LIST         tally and/or mosquitto (default tally,mosquitto)
-      --drain SECONDS       wait for late messages after the last update; later
-                            ones count as lost (default 2)
-      --threads N           subscriber event-loop threads (default 1)
-      --compression         offer permessage-deflate (pushes then compressed per connection)
-      --durability MODE     the Tally hub's --durability: full (default), normal or off
-
-    writes        W writer connections in a closed loop of `set` + acknowledgement
-                  against a Tally hub child with a fresh store: acknowledged
-                  writes/s, acknowledgement latency, hub CPU per write
-      --writers LIST        writer counts (default 1,10,100)
-      --seconds D           measuring time per count (default 10)
-      --durability MODE     the hub's --durability: full (default), normal or off
-      --records N           write random records among N shared by all writers
-                            (default: each writer cycles over its own 1000)
-      --threads N           client event-loop threads (default 1)
-
-    startup       fills a store with N records, stops the hub, then times
-                  `tally serve` from exec to "listening" and to the first `get`
-      --records N           records (default 1000000)
-      --orders              fill with N finished orders instead (created and
-                            advanced to delivered, 1000 per write, through
-                            1 connection unless --connections); each start
-                            also times its first order creation, the first
-                            write that needs the workflow's stats
-      --starts K            timed starts; the median is reported (default 3)
-      --connections C       filling connections (default 4)
-      --fill-durability M   --durability while filling (default full)
-
-    soak          steady mixed load against a Tally hub child with a fresh store
-                  for a long time: writers run records through their stages and
-                  orders to delivered, subscribers follow records and prefixes,
-                  reconnecting clients leave and resume by seq. Prints the hub's
-                  resident memory over time, then a summary (growth in the second
-                  half); checks every push (in seq order, no repeats, no gaps);
-                  exit status 1 on any delivery or write error
-      --seconds D           load time (default 600)
-      --writers W           writer connections, half records, half orders (default 20)
-      --rate R              writes per second, all writers together (default 840)
-      --subscribers S       record and prefix subscribers (default 210)
-      --reconnecting C      clients that reconnect and resume (default 30)
-      --reconnect-every LO-HI  seconds a reconnecting client stays (default 5-10)
-      --interval SECONDS    time between table rows (default a twentieth of the run)
-      --durability MODE     the hub's --durability: full (default), normal or off
-      --threads N           client event-loop threads (default 1)
-      --url URL --hub-pid PID  soak a hub started elsewhere (under heaptrack,
-                            say) instead of a fresh child; RSS is read from PID
-
-    history       whether writes slow down as history grows: a Tally hub child on a
-                  fresh store is filled with finished orders (created and advanced
-                  to delivered in atomic writes of 1000) to each size in turn; at
-                  each size, order creations/s, advances/s and addEntry/s on a big
-                  list are measured from each connection count. Prints rate per
-                  size, measure and connections, then each rate at the largest
-                  size ÷ at the smallest (target ≥ 0.8×); on stderr, the hub's CPU
-                  time per operation (steadier on a shared machine). Exit status 1 when a
-                  row could not be measured (a refusal is shown as a failed row)
-      --sizes LIST          finished orders (default 1000,100000,1000000)
-      --list-entries N      entries in the list addEntry appends to, filled
-                            once before the first size (default 1000000)
-      --list NAME           that list (default bench/history-list)
-      --seconds D           measuring time per row (default 5)
-      --connections LIST    connection counts (default 1,100)
-      --window N            requests in flight in total, shared by the
-                            connections, at least 1 each (default 100)
-      --fill-connections C  connections filling the hub (default 1)
-      --fill-batch N        orders (or list entries) per atomic write while
-                            filling, 1 to 1000 (default 1000)
-      --durability MODE     the hub's --durability: full (default), normal or off
-      --threads N           client event-loop threads (default 1)
-      --json                print the result as JSON instead of tables
-    """
+    /// The options of `tally bench NAME`.
+    static func options(_ name: String) -> OptionTable { benchmarks.first { $0.name == name }!.options }
 
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let which = args.first, which != "--help", which != "help" else { print(help); return 0 }
@@ -141,9 +145,7 @@ enum BenchCommand {
     }
 
     private static func echo(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "bench echo",
-                              valued: ["url", "connections", "messages", "size", "threads"],
-                              flags: ["no-compression", "insecure", "help"])
+        let a = try Arguments(args, command: "bench echo", options: options("echo"))
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench echo")
         var bench = EchoBenchmark(url: a.string("url") ?? "ws://127.0.0.1:8080/echo")
@@ -163,9 +165,7 @@ enum BenchCommand {
     }
 
     private static func connections(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "bench connections",
-                              valued: ["url", "count", "server-pid", "concurrency", "threads", "subprotocol"],
-                              flags: ["compression", "insecure", "help"])
+        let a = try Arguments(args, command: "bench connections", options: options("connections"))
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench connections")
         var bench = ConnectionsBenchmark(url: a.string("url") ?? "ws://127.0.0.1:8080/echo")
@@ -225,10 +225,7 @@ enum BenchCommand {
     }
 
     private static func fanout(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "bench fanout",
-                              valued: ["subscribers", "rate", "seconds", "mode", "broker", "drain", "threads", "durability",
-                                       "rounds"],
-                              flags: ["compression", "help"])
+        let a = try Arguments(args, command: "bench fanout", options: options("fanout"))
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench fanout")
         let counts = try intList(a, "subscribers", default: [100, 1000], in: 1...20_000)
@@ -268,8 +265,7 @@ enum BenchCommand {
     }
 
     private static func writes(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "bench writes",
-                              valued: ["writers", "seconds", "durability", "records", "threads"], flags: ["help"])
+        let a = try Arguments(args, command: "bench writes", options: options("writes"))
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench writes")
         let counts = try intList(a, "writers", default: [1, 10, 100], in: 1...10_000)
@@ -301,8 +297,7 @@ enum BenchCommand {
     }
 
     private static func startup(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "bench startup",
-                              valued: ["records", "starts", "connections", "fill-durability"], flags: ["orders", "help"])
+        let a = try Arguments(args, command: "bench startup", options: options("startup"))
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench startup")
         var bench = BrokerStartupBenchmark()
@@ -323,10 +318,7 @@ enum BenchCommand {
     }
 
     private static func soak(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "bench soak",
-                              valued: ["seconds", "writers", "rate", "subscribers", "reconnecting", "reconnect-every",
-                                       "interval", "durability", "threads", "url", "hub-pid"],
-                              flags: ["help"])
+        let a = try Arguments(args, command: "bench soak", options: options("soak"))
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench soak")
         var bench = SoakBenchmark()
@@ -367,10 +359,7 @@ enum BenchCommand {
     }
 
     private static func history(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "bench history",
-                              valued: ["sizes", "list-entries", "list", "seconds", "connections", "window", "fill-connections", "fill-batch",
-                                       "durability", "threads"],
-                              flags: ["json", "help"])
+        let a = try Arguments(args, command: "bench history", options: options("history"))
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench history")
         var bench = HistoryBenchmark()

@@ -3,11 +3,14 @@ import TallyClient
 
 /// `tally get|set|del|watch|list|emit|on`: the hub's operations from the shell.
 enum ClientCommands {
-    static let commonOptions = """
-    Common options:
-    \(HubAccess.help)
-      --json         machine-readable output (one JSON object per line)
-    """
+    /// What every client command takes besides `HubAccess.options`.
+    static let options = OptionTable(column: 17, [
+        Option("json", nil, "machine-readable output (one JSON object per line)"),
+        // Described in each command's usage line and help.
+        Option("path", "P"), Option("since", "SEQ"), Option("if-version", "N"), Option("idem", "KEY"), Option("at", "I"),
+    ])
+
+    static let commonOptions = "Common options:\n\(HubAccess.options.help)\n\(options.help)"
 
     static let helps: [String: String] = [
         "get": "Usage: tally get NAME [--path P] [--json]\n\nPrints the record's data (or the value at --path). With --json: {\"name\",\"version\",\"seq\",\"data\"}.",
@@ -20,9 +23,7 @@ enum ClientCommands {
     ]
 
     static func run(_ command: String, _ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: command,
-                              valued: HubAccess.valuedOptions.union(["path", "since", "if-version", "idem", "at"]),
-                              flags: HubAccess.flagOptions.union(["json", "help"]))
+        let a = try Arguments(args, command: command, options: options, HubAccess.options)
         if a.flag("help") {
             print(helps[command]! + "\n\n" + commonOptions)
             return 0

@@ -5,7 +5,7 @@ import TallyProtocol
 /// `tally intake status [JOB]`: what the outbox knows about each job.
 extension IntakeCommand {
     static func status(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "intake status", valued: ["outbox"], flags: ["json", "help"])
+        let a = try Arguments(args, command: "intake status", options: OptionTable(column: 0, [Option("outbox", "FILE"), Option("json")]))
         if a.flag("help") { print(help); return 0 }
         guard a.positionals.count <= 1 else {
             throw UsageError(message: "intake status takes at most one JOB, not \(a.positionals.count)")

@@ -8,6 +8,23 @@ import TallyNet
 /// last confirmed stage (seed 000: "the outbox persists photos, IDs, and
 /// confirmed API stages").
 enum IntakeCommand {
+    /// `new`'s own options, listed under it.
+    static let newOptions = OptionTable(column: 19, [
+        Option("photo", "FILE", "a photo (repeat for more, in order; the first is the cover)"),
+        Option("code", "C", "a scanned code (QR, barcode, SKU, serial, item link)"),
+        Option("location", "L", "where the item is"),
+        Option("gps", "LAT,LON", "decimal degrees, e.g. 48.8584,2.2945"),
+        Option("receive", "N", "add N to the item's stock when the job is done"),
+    ])
+
+    /// The options every intake command takes.
+    static let options = OptionTable(column: 19, [
+        Option("outbox", "FILE", "the outbox (default $TALLY_OUTBOX, else", "$XDG_DATA_HOME/tally/outbox.sqlite, else",
+               "~/.local/share/tally/outbox.sqlite); photos are kept", "beside it in <name>-photos/ until their job ends"),
+        Option("json", nil, "one JSON object with the job(s) at the end"),
+        Option("quiet", nil, "no stage lines on stderr"),
+    ])
+
     static let help = """
     Usage: tally intake new --photo FILE [--photo FILE …] [--code C] [--location L]
                             [--gps LAT,LON] [--receive N] [--json]
@@ -23,23 +40,14 @@ enum IntakeCommand {
                cover-set  the first photo as cover, → cover-set
                done       → done; with --receive N, N more in the item's stock
              Prints the job id, then (last line) the record name intake/<job>.
-      --photo FILE     a photo (repeat for more, in order; the first is the cover)
-      --code C         a scanned code (QR, barcode, SKU, serial, item link)
-      --location L     where the item is
-      --gps LAT,LON    decimal degrees, e.g. 48.8584,2.2945
-      --receive N      add N to the item's stock when the job is done
+    \(newOptions.help)
     resume   continues every unfinished job for this hub (or JOB) from its last
              confirmed stage; safe to run any number of times.
     status   shows each job's stages (confirmed, pending, failed) and ids.
 
     Options:
-      --outbox FILE    the outbox (default $TALLY_OUTBOX, else
-                       $XDG_DATA_HOME/tally/outbox.sqlite, else
-                       ~/.local/share/tally/outbox.sqlite); photos are kept
-                       beside it in <name>-photos/ until their job ends
-      --json           one JSON object with the job(s) at the end
-      --quiet          no stage lines on stderr
-    \(HubAccess.help)
+    \(options.help)
+    \(HubAccess.options.help)
 
     A job is bound to the hub it was created for. A network failure leaves it
     resumable (exit 1); a refusal no retry can fix fails it and marks the
@@ -67,9 +75,7 @@ enum IntakeCommand {
 
     static func new(_ args: ArraySlice<String>) throws -> Int32 {
         let (photoPaths, rest) = try extract("photo", from: args)
-        let a = try Arguments(rest, command: "intake new",
-                              valued: HubAccess.valuedOptions.union(["code", "location", "gps", "receive", "outbox"]),
-                              flags: HubAccess.flagOptions.union(["json", "quiet", "help"]))
+        let a = try Arguments(rest, command: "intake new", options: newOptions, options, HubAccess.options)
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("intake new")
         guard !photoPaths.isEmpty else {
@@ -109,8 +115,7 @@ enum IntakeCommand {
     // MARK: resume
 
     static func resume(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "intake resume", valued: HubAccess.valuedOptions.union(["outbox"]),
-                              flags: HubAccess.flagOptions.union(["json", "quiet", "help"]))
+        let a = try Arguments(args, command: "intake resume", options: options, HubAccess.options)
         if a.flag("help") { print(help); return 0 }
         guard a.positionals.count <= 1 else {
             throw UsageError(message: "intake resume takes at most one JOB, not \(a.positionals.count)")

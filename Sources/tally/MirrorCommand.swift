@@ -8,11 +8,16 @@ import TallyProtocol
 /// docs/mirror.md). Everything here only parses and prints; the store,
 /// outbox, merge and sync live in TallyMirror.
 enum MirrorCommand {
-    static let storeHelp = """
-      --store FILE   the mirror's SQLite file (default $TALLY_MIRROR, else
-                     $XDG_DATA_HOME/tally/mirror.sqlite, else
-                     ~/.local/share/tally/mirror.sqlite)
-    """
+    static let storeOptions = OptionTable(column: 17, [
+        Option("store", "FILE", "the mirror's SQLite file (default $TALLY_MIRROR, else",
+               "$XDG_DATA_HOME/tally/mirror.sqlite, else", "~/.local/share/tally/mirror.sqlite)"),
+    ])
+
+    /// The local commands' options, described in each one's help.
+    static let options = OptionTable(column: 0, [
+        Option("path", "P"), Option("if-version", "N"), Option("idem", "KEY"), Option("take", "SIDE"),
+        Option("reason", "TEXT"), Option("json"), Option("lists"), Option("all"),
+    ])
 
     static let usage = """
     Usage: tally mirror <command> [--store FILE] [options]
@@ -34,7 +39,7 @@ enum MirrorCommand {
     Run 'tally mirror <command> --help' for a command's options.
     See also 'tally verify' to compare a mirror with the hub.
 
-    \(storeHelp)
+    \(storeOptions.help)
     """
 
     static let helps: [String: String] = [
@@ -58,13 +63,7 @@ enum MirrorCommand {
         resync (waiting, connecting, receiving, applying, replaying) and how far
         each has come go to stderr and to 'tally mirror status'.
 
-          --policy PREFIX=POLICY   who wins a field both sides changed under
-                                   PREFIX: hub (default), client, or both (keep
-                                   the hub's value and record a conflict, here
-                                   and as a conflicts/<id> record on the hub).
-                                   Stage fields of workflows never move back:
-                                   the furthest legally reachable stage wins.
-          --quiet                  no progress bar or log lines on stderr
+        \(MirrorRunCommand.options.help)
 
         Only one 'mirror run' works on a store at a time.
         """,
@@ -146,11 +145,9 @@ enum MirrorCommand {
         case "run":
             return try MirrorRunCommand.run(rest)
         case "get", "set", "del", "ls", "status", "conflicts":
-            let a = try Arguments(rest, command: "mirror \(sub)",
-                                  valued: ["store", "path", "if-version", "idem", "take", "reason"],
-                                  flags: ["json", "help", "lists", "all"])
+            let a = try Arguments(rest, command: "mirror \(sub)", options: options, storeOptions)
             if a.flag("help") {
-                print(helps[sub]! + "\n\n" + storeHelp)
+                print(helps[sub]! + "\n\n" + storeOptions.help)
                 return 0
             }
             return try perform(sub, a)

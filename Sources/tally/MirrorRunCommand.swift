@@ -8,12 +8,18 @@ import TallyProtocol
 /// `tally mirror run`: starts `MirrorSync` on the store and waits for
 /// SIGINT/SIGTERM (or a fatal store error).
 enum MirrorRunCommand {
+    static let options = OptionTable(column: 27, [
+        Option("policy", "PREFIX=POLICY", "who wins a field both sides changed under",
+               "PREFIX: hub (default), client, or both (keep", "the hub's value and record a conflict, here",
+               "and as a conflicts/<id> record on the hub).", "Stage fields of workflows never move back:",
+               "the furthest legally reachable stage wins."),
+        Option("quiet", nil, "no progress bar or log lines on stderr"),
+    ])
+
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "mirror run",
-                              valued: HubAccess.valuedOptions.union(["store", "policy"]),
-                              flags: HubAccess.flagOptions.union(["help", "quiet"]))
+        let a = try Arguments(args, command: "mirror run", options: options, MirrorCommand.storeOptions, HubAccess.options)
         if a.flag("help") {
-            print(MirrorCommand.helps["run"]! + "\n\n" + MirrorCommand.storeHelp + "\n" + HubAccess.help)
+            print(MirrorCommand.helps["run"]! + "\n\n" + MirrorCommand.storeOptions.help + "\n" + HubAccess.options.help)
             return 0
         }
         var policies: [String: MergePolicy] = [:]

@@ -21,10 +21,14 @@ enum OrderCommand {
              those stages instead, --all every order ever made (paged)
     """
 
+    /// Described in the usage lines above.
+    static let options = OptionTable(column: 0, [
+        Option("qty", "N"), Option("kind", "K"), Option("idem", "KEY"), Option("to", "STAGE"), Option("reason", "TEXT"),
+        Option("stage", "STAGE"), Option("all"),
+    ])
+
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "order",
-                              valued: HubAccess.valuedOptions.union(["qty", "kind", "idem", "to", "reason", "stage"]),
-                              flags: HubAccess.flagOptions.union(["json", "help", "all"]))
+        let a = try Arguments(args, command: "order", options: options, ClientCommands.options, HubAccess.options)
         if a.flag("help") || a.positionals.isEmpty {
             print(help + "\n\n" + ClientCommands.commonOptions)
             return a.flag("help") ? 0 : 2

@@ -12,13 +12,14 @@ enum ResolveCommand {
     ending in /items/<id> or /<id> resolves by its last segment, a UUID ignores
     case. Prints the item's name, then its data. An unknown code prints the
     name a new item for it would get, and exits 1.
-      --json         the hub's answer as one JSON object
-    \(HubAccess.help)
+    \(options.help)
+    \(HubAccess.options.help)
     """
 
+    static let options = OptionTable(column: 17, [Option("json", nil, "the hub's answer as one JSON object")])
+
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "resolve", valued: HubAccess.valuedOptions,
-                              flags: HubAccess.flagOptions.union(["json", "help"]))
+        let a = try Arguments(args, command: "resolve", options: options, HubAccess.options)
         if a.flag("help") { print(help); return 0 }
         guard a.positionals.count == 1, let code = a.positionals.first else {
             throw UsageError(message: "resolve needs exactly one CODE, e.g. tally resolve 4006381333931")

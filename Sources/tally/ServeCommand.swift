@@ -15,64 +15,49 @@ enum ServeCommand {
     SIGTERM (stops accepting, closes WebSockets with 1001, flushes).
 
     Options:
-      --host H                 address to bind (default 127.0.0.1)
-      --port P                 port (default 8080; 0 picks a free one)
-      --data DIR               where the SQLite store and photos live (default
-                               ./tally-data); one hub per directory (it is
-                               locked); :memory: keeps nothing on disk
-      --config FILE            JSON settings file (see README): users and tokens,
-                               roles, workflows, limits; flags win over it
-      --open                   serve without authentication on an address that
-                               is not loopback (no users configured)
-      --demo                   start with sample items, orders and intake jobs,
-                               and a simulator that moves them along
-      --demo-interval SECONDS  the simulator's mean pause between moves
-                               (default 2.5)
-      --durability MODE        full (default), normal or off: SQLite synchronous
-                               setting; only full survives a power loss
-      --retain-changes N       changes kept in the log for resume (default 1000000)
-      --retain-bytes SIZE      bytes of pushes kept in the log for resume, e.g.
-                               256M (default 1G); the oldest go first
-      --retain-age SECONDS     oldest change kept for resume (default 604800, 7 days)
-      --max-record-size SIZE   largest record data, e.g. 256K (default 1M)
-      --blob-quota SIZE        most bytes all photos together may take, e.g. 50G
-                               (default 10G); an upload past it is refused (507)
-      --cache-size SIZE        memory for records and lists read or written
-                               recently, e.g. 256M (default 16M; at least 1M)
-      --threads N              event-loop threads (default: number of cores)
-      --tls-cert FILE          PEM certificate chain: serve https:// and wss://
-      --tls-key FILE           PEM private key for --tls-cert
-      --echo                   serve the WebSocket echo endpoint /echo even on a
-                               hub with users (by default only in open mode)
-      --no-echo                do not serve /echo
-      --allow-origin ORIGIN    also take WebSocket upgrades and HTTP writes from
-                               web pages at ORIGIN (https://app.example:8443);
-                               repeatable. Default: the hub's own origin only
-      --allow-host NAME        in open mode, also answer to Host NAME (default:
-                               loopback names and addresses; with --open, any
-                               address); repeatable
-      --max-subscriptions N    subscriptions per connection (default 100000)
-      --max-unauthenticated N  WebSocket connections that have not sent a valid
-                               token yet, hub-wide (default 1000)
-      --no-compression         refuse permessage-deflate
-      --max-message-size SIZE  largest WebSocket message, e.g. 1M (default 16M)
-      --max-outbound SIZE      per-connection send buffer bound (default 8M);
-                               a connection past it is closed with 1008
-      --ping-interval SECONDS  ping a silent WebSocket after this long (default 30)
-      --idle-timeout SECONDS   close a WebSocket silent this long (default 75)
-      --log-level LEVEL        debug, info, warning or error (default info)
-      --web DIR                the dashboard's Clients directory (web/, js/),
-                               served at / (default: Clients/ of the checkout
-                               holding this binary or the current directory)
+    \(options.help)
     """
 
+    static let options = OptionTable(column: 27, [
+        Option("host", "H", "address to bind (default 127.0.0.1)"),
+        Option("port", "P", "port (default 8080; 0 picks a free one)"),
+        Option("data", "DIR", "where the SQLite store and photos live (default", "./tally-data); one hub per directory (it is",
+               "locked); :memory: keeps nothing on disk"),
+        Option("config", "FILE", "JSON settings file (see README): users and tokens,", "roles, workflows, limits; flags win over it"),
+        Option("open", nil, "serve without authentication on an address that", "is not loopback (no users configured)"),
+        Option("demo", nil, "start with sample items, orders and intake jobs,", "and a simulator that moves them along"),
+        Option("demo-interval", "SECONDS", "the simulator's mean pause between moves", "(default 2.5)"),
+        Option("durability", "MODE", "full (default), normal or off: SQLite synchronous", "setting; only full survives a power loss"),
+        Option("retain-changes", "N", "changes kept in the log for resume (default 1000000)"),
+        Option("retain-bytes", "SIZE", "bytes of pushes kept in the log for resume, e.g.", "256M (default 1G); the oldest go first"),
+        Option("retain-age", "SECONDS", "oldest change kept for resume (default 604800, 7 days)"),
+        Option("max-record-size", "SIZE", "largest record data, e.g. 256K (default 1M)"),
+        Option("blob-quota", "SIZE", "most bytes all photos together may take, e.g. 50G",
+               "(default 10G); an upload past it is refused (507)"),
+        Option("cache-size", "SIZE", "memory for records and lists read or written", "recently, e.g. 256M (default 16M; at least 1M)"),
+        Option("threads", "N", "event-loop threads (default: number of cores)"),
+        Option("tls-cert", "FILE", "PEM certificate chain: serve https:// and wss://"),
+        Option("tls-key", "FILE", "PEM private key for --tls-cert"),
+        Option("echo", nil, "serve the WebSocket echo endpoint /echo even on a", "hub with users (by default only in open mode)"),
+        Option("no-echo", nil, "do not serve /echo"),
+        Option("allow-origin", "ORIGIN", "also take WebSocket upgrades and HTTP writes from",
+               "web pages at ORIGIN (https://app.example:8443);", "repeatable. Default: the hub's own origin only"),
+        Option("allow-host", "NAME", "in open mode, also answer to Host NAME (default:",
+               "loopback names and addresses; with --open, any", "address); repeatable"),
+        Option("max-subscriptions", "N", "subscriptions per connection (default 100000)"),
+        Option("max-unauthenticated", "N", "WebSocket connections that have not sent a valid", "token yet, hub-wide (default 1000)"),
+        Option("no-compression", nil, "refuse permessage-deflate"),
+        Option("max-message-size", "SIZE", "largest WebSocket message, e.g. 1M (default 16M)"),
+        Option("max-outbound", "SIZE", "per-connection send buffer bound (default 8M);", "a connection past it is closed with 1008"),
+        Option("ping-interval", "SECONDS", "ping a silent WebSocket after this long (default 30)"),
+        Option("idle-timeout", "SECONDS", "close a WebSocket silent this long (default 75)"),
+        Option("log-level", "LEVEL", "debug, info, warning or error (default info)"),
+        Option("web", "DIR", "the dashboard's Clients directory (web/, js/),", "served at / (default: Clients/ of the checkout",
+               "holding this binary or the current directory)"),
+    ])
+
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
-        let arguments = try Arguments(args, command: "serve",
-            valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-bytes", "retain-age",
-                     "max-record-size", "blob-quota", "cache-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
-                     "ping-interval", "idle-timeout", "log-level", "demo-interval", "web",
-                     "allow-origin", "allow-host", "max-subscriptions", "max-unauthenticated"],
-            flags: ["echo", "no-echo", "no-compression", "open", "demo", "help"])
+        let arguments = try Arguments(args, command: "serve", options: options)
         if arguments.flag("help") { print(help); return 0 }
         try arguments.noPositionals("serve")
         var configuration = HubConfiguration()

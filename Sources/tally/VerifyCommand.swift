@@ -21,11 +21,13 @@ enum VerifyCommand {
     "mirrorVersion","hubVersion"}…], "outbox": N}
     """
 
+    /// `--json` is described above.
+    static let options = OptionTable(column: 0, [Option("json")])
+
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "verify", valued: HubAccess.valuedOptions.union(["store"]),
-                              flags: HubAccess.flagOptions.union(["json", "help"]))
+        let a = try Arguments(args, command: "verify", options: options, MirrorCommand.storeOptions, HubAccess.options)
         if a.flag("help") {
-            print(help + "\n\n" + MirrorCommand.storeHelp + "\n" + HubAccess.help)
+            print(help + "\n\n" + MirrorCommand.storeOptions.help + "\n" + HubAccess.options.help)
             return 0
         }
         try a.noPositionals("verify")
