@@ -1,11 +1,14 @@
 @preconcurrency import Glibc
+import TallyClient
 import TallyIntake
 import TallyProtocol
 
 /// `tally intake status [JOB]`: what the outbox knows about each job.
 extension IntakeCommand {
     static func status(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "intake status", options: OptionTable(column: 0, [Option("outbox", "FILE"), Option("json")]))
+        // The options of every intake command: `--server` and `--quiet`
+        // change nothing here, but `tally intake --help` lists them.
+        let a = try Arguments(args, command: "intake status", options: options, HubAccess.options)
         if a.flag("help") { print(help); return 0 }
         guard a.positionals.count <= 1 else {
             throw UsageError(message: "intake status takes at most one JOB, not \(a.positionals.count)")
