@@ -98,7 +98,7 @@ let package = Package(
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallyTestSupport"]),
         .testTarget(name: "TallyNetTests",
-                    dependencies: ["TallyConcurrency", "TallyNet", "TallyServer", "TallyTestSupport"]),
+                    dependencies: ["TallyConcurrency", "TallyNet", "TallyServer", "TallyTestSupport", "TallyBench"]),
         .testTarget(name: "TallyClientTests",
                     dependencies: ["TallyConcurrency", "TallyClient", "TallyServer", "TallyNet", "TallyProtocol",
                                    "TallyTestSupport", "TallyHubTestSupport"]),

@@ -132,42 +132,51 @@ enum BenchCommand {
 
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let which = args.first, which != "--help", which != "help" else { print(help); return 0 }
-        switch which {
-        case "echo": return try echo(args.dropFirst())
-        case "connections": return try connections(args.dropFirst())
-        case "fanout": return try fanout(args.dropFirst())
-        case "writes": return try writes(args.dropFirst())
-        case "startup": return try startup(args.dropFirst())
-        case "soak": return try soak(args.dropFirst())
-        case "history": return try history(args.dropFirst())
-        default: throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, writes, startup, soak or history")
+        guard benchmarks.contains(where: { $0.name == which }) else {
+            throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, writes, startup, soak or history")
         }
+        let a = try Arguments(args.dropFirst(), command: "bench \(which)", options: options(which))
+        if a.flag("help") { print(help); return 0 }
+        try a.noPositionals("bench \(which)")
+        let run: BenchRun
+        switch which {
+        case "echo": run = try echo(a)
+        case "connections": run = try connections(a)
+        case "fanout": run = try fanout(a)
+        case "writes": run = try writes(a)
+        case "startup": run = try startup(a)
+        case "soak": run = try soak(a)
+        default: run = try history(a)
+        }
+        let report: BenchRun.Report
+        do {
+            report = try run.run(log: progress, opened: { fputs("\r  opened \($0)", stderr) }) { row, error in
+                Failure.warn(CommandFailure.benchmark(row, error))
+            }
+        } catch {
+            throw CommandFailure.benchmark(error.label, error.error)
+        }
+        if case .connections = run { fputs("\n", stderr) }
+        if let json = report.json {
+            print(json)
+        } else {
+            print(report.tables.map(renderTable).joined(separator: "\n"), terminator: "")
+        }
+        report.notes.forEach(progress)
+        return report.failed ? 1 : 0
     }
 
-    private static func echo(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "bench echo", options: options("echo"))
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench echo")
+    private static func echo(_ a: Arguments) throws(UsageError) -> BenchRun {
         var bench = EchoBenchmark(url: a.string("url") ?? "ws://127.0.0.1:8080/echo")
         bench.connections = try a.int("connections", in: 1...10_000) ?? 10
         bench.messagesPerConnection = try a.int("messages", in: 1...100_000_000) ?? 10_000
         bench.size = try a.int("size", in: 0...(64 << 20)) ?? 64
         bench.options.deflate.enabled = !a.flag("no-compression")
         if a.flag("insecure") { bench.tls = try? TLSContext.client(verifyPeer: false) }
-        raiseDescriptorLimit()
-        do {
-            let group = try EventLoopGroup(threads: try a.int("threads", in: 1...64) ?? 1)
-            print(renderTable(bench.report(try bench.run(group: group))), terminator: "")
-            return 0
-        } catch {
-            throw CommandFailure.benchmark(nil, error)
-        }
+        return .echo(bench, threads: try a.int("threads", in: 1...64) ?? 1)
     }
 
-    private static func connections(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "bench connections", options: options("connections"))
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench connections")
+    private static func connections(_ a: Arguments) throws(UsageError) -> BenchRun {
         var bench = ConnectionsBenchmark(url: a.string("url") ?? "ws://127.0.0.1:8080/echo")
         bench.count = try a.int("count", in: 1...1_000_000) ?? 10_000
         bench.concurrency = try a.int("concurrency", in: 1...10_000) ?? 200
@@ -175,19 +184,7 @@ enum BenchCommand {
         bench.options.deflate.enabled = a.flag("compression")
         if a.flag("insecure") { bench.tls = try? TLSContext.client(verifyPeer: false) }
         if let subprotocol = a.string("subprotocol") { bench.subprotocols = [subprotocol] }
-        raiseDescriptorLimit()
-        let r: ConnectionsBenchmark.Result
-        do {
-            let group = try EventLoopGroup(threads: try a.int("threads", in: 1...64) ?? 2)
-            r = try bench.run(group: group) { opened in
-                fputs("\r  opened \(opened)", stderr)
-            }
-        } catch {
-            throw CommandFailure.benchmark(nil, error)
-        }
-        fputs("\n", stderr)
-        print(renderTable(r.report), terminator: "")
-        return r.failed == 0 ? 0 : 1
+        return .connections(bench, threads: try a.int("threads", in: 1...64) ?? 2)
     }
 
     private static func progress(_ line: String) { fputs("  \(line)\n", stderr) }
@@ -224,82 +221,49 @@ enum BenchCommand {
         return s
     }
 
-    private static func fanout(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "bench fanout", options: options("fanout"))
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench fanout")
+    /// Each comma-separated name of `--NAME` as a `T`, or a usage error
+    /// saying which names it takes.
+    private static func names<T: RawRepresentable<String>>(_ a: Arguments, _ name: String, default value: String,
+                                                          takes: String) throws(UsageError) -> [T] {
+        var list: [T] = []
+        for part in (a.string(name) ?? value).split(separator: ",") {
+            guard let item = T(rawValue: String(part)) else {
+                throw UsageError(message: "--\(name) takes \(takes), not '\(part)'")
+            }
+            list.append(item)
+        }
+        return list
+    }
+
+    private static func fanout(_ a: Arguments) throws(UsageError) -> BenchRun {
         let counts = try intList(a, "subscribers", default: [100, 1000], in: 1...20_000)
-        let rate = try a.int("rate", in: 1...100_000) ?? 100
-        let duration = try seconds(a, "seconds", default: 10)
-        let drain = try seconds(a, "drain", default: 2)
-        let threads = try a.int("threads", in: 1...64) ?? 1
-        let rounds = try a.int("rounds", in: 1...100) ?? 3
-        let durability = try durabilityMode(a)
-        var modes: [FanoutBenchmark.Mode] = []
-        for name in (a.string("mode") ?? "events").split(separator: ",") {
-            guard let mode = FanoutBenchmark.Mode(rawValue: String(name)) else {
-                throw UsageError(message: "--mode takes events, records or record-per-sub, not '\(name)'")
-            }
-            modes.append(mode)
-        }
-        var brokers: [BrokerProcess.Kind] = []
-        for name in (a.string("broker") ?? "tally,mosquitto").split(separator: ",") {
-            guard let broker = BrokerProcess.Kind(rawValue: String(name)) else {
-                throw UsageError(message: "--broker takes tally and/or mosquitto, not '\(name)'")
-            }
-            brokers.append(broker)
-        }
-        raiseDescriptorLimit()
         var template = FanoutBenchmark(broker: .tally, mode: .events)
-        template.rate = rate
-        template.drainSeconds = drain
-        template.threads = threads
+        template.rate = try a.int("rate", in: 1...100_000) ?? 100
+        let duration = try seconds(a, "seconds", default: 10)
+        template.drainSeconds = try seconds(a, "drain", default: 2)
+        template.threads = try a.int("threads", in: 1...64) ?? 1
+        let rounds = try a.int("rounds", in: 1...100) ?? 3
+        template.durability = try durabilityMode(a)
+        let modes: [FanoutBenchmark.Mode] = try names(a, "mode", default: "events", takes: "events, records or record-per-sub")
+        let brokers: [BrokerProcess.Kind] = try names(a, "broker", default: "tally,mosquitto", takes: "tally and/or mosquitto")
         template.compression = a.flag("compression")
-        template.durability = durability
         var bench = FanoutRounds(template: template)
         (bench.modes, bench.subscriberCounts, bench.brokers) = (modes, counts, brokers)
         (bench.rounds, bench.seconds) = (rounds, duration)
-        let outcome = bench.run(log: progress) { round, error in Failure.warn(CommandFailure.benchmark(round, error)) }
-        print(renderTable(outcome.report), terminator: "")
-        return outcome.failed ? 1 : 0
+        return .fanout(bench)
     }
 
-    private static func writes(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "bench writes", options: options("writes"))
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench writes")
+    private static func writes(_ a: Arguments) throws(UsageError) -> BenchRun {
         let counts = try intList(a, "writers", default: [1, 10, 100], in: 1...10_000)
-        let duration = try seconds(a, "seconds", default: 10)
-        let durability = try durabilityMode(a)
-        let records = try a.int("records", in: 1...100_000_000)
-        let threads = try a.int("threads", in: 1...64) ?? 1
-        raiseDescriptorLimit()
-        var rows = [WriteBenchmark.reportHeader]
-        var failed = false
-        for count in counts {
-            var bench = WriteBenchmark()
-            bench.writers = count
-            bench.seconds = duration
-            bench.durability = durability
-            bench.records = records
-            bench.threads = threads
-            do {
-                let r = try bench.run(log: progress)
-                rows.append(bench.reportRow(r))
-                if r.errors > 0 { failed = true }
-            } catch {
-                Failure.warn(CommandFailure.benchmark("writes \(count)", error))
-                failed = true
-            }
-        }
-        print(renderTable(rows), terminator: "")
-        return failed ? 1 : 0
+        var bench = WriteBenchmark()
+        bench.seconds = try seconds(a, "seconds", default: 10)
+        bench.durability = try durabilityMode(a)
+        bench.records = try a.int("records", in: 1...100_000_000)
+        bench.threads = try a.int("threads", in: 1...64) ?? 1
+        return .writes(bench, writerCounts: counts)
     }
 
-    private static func startup(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "bench startup", options: options("startup"))
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench startup")
+    private static func startup(_ a: Arguments) throws(UsageError) -> BenchRun {
         var bench = BrokerStartupBenchmark()
         if a.flag("orders") { bench.kind = .orders }
         bench.records = try a.int("records", in: 1...100_000_000) ?? 1_000_000
@@ -308,19 +272,10 @@ enum BenchCommand {
         // at once, and the list of open orders is rewritten whole per change.
         bench.connections = try a.int("connections", in: 1...64) ?? (bench.kind == .orders ? 1 : 4)
         bench.fillDurability = a.string("fill-durability") ?? "full"
-        raiseDescriptorLimit()
-        do {
-            print(renderTable(bench.report(try bench.run(log: progress))), terminator: "")
-            return 0
-        } catch {
-            throw CommandFailure.benchmark("startup", error)
-        }
+        return .startup(bench)
     }
 
-    private static func soak(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "bench soak", options: options("soak"))
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench soak")
+    private static func soak(_ a: Arguments) throws(UsageError) -> BenchRun {
         var bench = SoakBenchmark()
         bench.seconds = try seconds(a, "seconds", default: 600)
         guard bench.seconds >= 1 else { throw UsageError(message: "--seconds must be at least 1") }
@@ -347,21 +302,10 @@ enum BenchCommand {
         case (nil, nil): break
         default: throw UsageError(message: "--url and --hub-pid go together: the hub to load and the process to measure")
         }
-        raiseDescriptorLimit()
-        let r: SoakBenchmark.Result
-        do { r = try bench.run(log: progress) } catch {
-            throw CommandFailure.benchmark("soak", error)
-        }
-        print(renderTable(r.samplesReport))
-        print(renderTable(r.summaryReport), terminator: "")
-        r.problemLines.forEach(progress)
-        return r.errors == 0 ? 0 : 1
+        return .soak(bench)
     }
 
-    private static func history(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "bench history", options: options("history"))
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench history")
+    private static func history(_ a: Arguments) throws(UsageError) -> BenchRun {
         var bench = HistoryBenchmark()
         bench.sizes = try intList(a, "sizes", default: bench.sizes, in: 0...100_000_000)
         bench.listEntries = try a.int("list-entries", in: 0...100_000_000) ?? bench.listEntries
@@ -372,54 +316,8 @@ enum BenchCommand {
         bench.window = try a.int("window", in: 1...100_000) ?? bench.window
         bench.fillConnections = try a.int("fill-connections", in: 1...64) ?? bench.fillConnections
         bench.batch = try a.int("fill-batch", in: 1...1000) ?? bench.batch
-        bench.durability = a.string("durability") ?? "full"
-        guard ["full", "normal", "off"].contains(bench.durability) else {
-            throw UsageError(message: "--durability must be full, normal or off, not '\(bench.durability)'")
-        }
+        bench.durability = try durabilityMode(a)
         bench.threads = try a.int("threads", in: 1...64) ?? 1
-        raiseDescriptorLimit()
-        let r: HistoryBenchmark.Result
-        do { r = try bench.run(log: progress) } catch {
-            printError("history: \(error)")
-            return 1
-        }
-        let failed = r.rows.contains { $0.failed }
-        for row in r.rows where row.failed {
-            progress("\(row.size) orders, \(row.measure.rawValue), \(row.connections) connections failed: \(row.failure ?? "?")")
-        }
-        if a.flag("json") {
-            print(r.json)
-            return failed ? 1 : 0
-        }
-        var rows: [[String]] = [["finished orders", "measure", "connections", "acknowledged", "errors", "seconds", "rate (/s)"]]
-        for row in r.rows {
-            rows.append([String(row.size), row.measure.rawValue, String(row.connections), String(row.acknowledged),
-                         String(row.errors), format(row.seconds, 2), row.failed ? "failed" : format(row.rate, 0)])
-        }
-        print(renderTable(rows))
-        var fills: [[String]] = [["size", "finished orders", "orders added", "fill time (s)", "orders/s"]]
-        for fill in r.fills {
-            fills.append([String(fill.size), String(fill.finished), String(fill.added), format(fill.seconds, 1), format(fill.ordersPerSecond, 0)])
-        }
-        print(renderTable(fills))
-        let sizes = bench.sizes.sorted()
-        let smallest = sizes.first.map(String.init) ?? "?", largest = sizes.last.map(String.init) ?? "?"
-        var ratios: [[String]] = [["measure", "connections", "rate at \(smallest) (/s)", "rate at \(largest) (/s)",
-                                   "ratio", "target", "met"]]
-        for q in r.ratios {
-            let known = q.smallest > 0 && q.largest > 0
-            ratios.append([q.measure.rawValue, String(q.connections), q.smallest > 0 ? format(q.smallest, 0) : "failed",
-                           q.largest > 0 ? format(q.largest, 0) : "failed", known ? format(q.ratio, 2) + "×" : "n/a",
-                           "≥ " + format(HistoryBenchmark.target, 1) + "×", known ? (q.met ? "yes" : "no") : "n/a"])
-        }
-        print(renderTable(ratios), terminator: "")
-        // The steadier figure on a shared machine, on stderr beside the
-        // progress (the tables keep their columns).
-        for q in r.ratios {
-            guard let small = q.smallestCPU, let large = q.largestCPU, let growth = q.cpuRatio else { continue }
-            progress("hub CPU per op, \(q.measure.rawValue), \(q.connections) connections: \(format(small, 1)) → \(format(large, 1)) µs (\(format(growth, 2))×)")
-        }
-        if let failure = r.listFailure { progress("list: \(failure)") }
-        return failed ? 1 : 0
+        return .history(bench, json: a.flag("json"))
     }
 }
