@@ -123,32 +123,32 @@ enum IntakeCommand {
         let access = try checkedAccess(a)
         let outboxPath = try outboxPath(flag: a.string("outbox"))
         let outbox = try IntakeOutbox(path: outboxPath)
-        var jobs = try outbox.jobs()
         let hub = access.httpBase
-        if let wanted = a.positionals.first {
-            let job = try find(wanted, in: jobs, outbox: outbox)
-            switch job.state {
-            case .done:
-                printError("intake job \(job.id) is already done (\(job.record))")
-                return a.flag("json") ? printJSON(job) : 0
-            case .failed:
-                throw CommandFailure.intakeJobFailed(job)
-            case .running:
-                guard job.hub == hub else { throw CommandFailure.intakeJobElsewhere(job, here: hub) }
-                return try runJobs([job], outbox: outbox, access: access, json: a.flag("json"), quiet: a.flag("quiet"), single: true)
+        let json = a.flag("json"), quiet = a.flag("quiet")
+        let jobs = try outbox.jobs(), plan: IntakeResumePlan
+        do { plan = try IntakeResumePlan(jobs: jobs, hub: hub, wanted: a.positionals.first) } catch {
+            throw failure(error, wanted: a.positionals.first ?? "", outbox: outbox)
+        }
+        switch plan {
+        case .done(let job):
+            printError("intake job \(job.id) is already done (\(job.record))")
+            return json ? printJSON(job) : 0
+        case .failed(let job):
+            throw CommandFailure.intakeJobFailed(job)
+        case .elsewhere(let job):
+            throw CommandFailure.intakeJobElsewhere(job, here: hub)
+        case .run(let job):
+            return try runJobs([job], outbox: outbox, access: access, json: json, quiet: quiet, single: true)
+        case .unfinished(let jobs, let elsewhere):
+            for job in elsewhere {
+                printError("intake job \(job.id) belongs to the hub at \(job.hub): skipped (resume it with --server \(job.hub))")
             }
+            if jobs.isEmpty, !json {
+                fputs("tally: no unfinished intake jobs for \(hub)\n", stderr)
+                return 0
+            }
+            return try runJobs(jobs, outbox: outbox, access: access, json: json, quiet: quiet, single: false)
         }
-        jobs = jobs.filter { $0.state == .running }
-        let elsewhere = jobs.filter { $0.hub != hub }
-        for job in elsewhere {
-            printError("intake job \(job.id) belongs to the hub at \(job.hub): skipped (resume it with --server \(job.hub))")
-        }
-        jobs = jobs.filter { $0.hub == hub }
-        if jobs.isEmpty, !a.flag("json") {
-            fputs("tally: no unfinished intake jobs for \(hub)\n", stderr)
-            return 0
-        }
-        return try runJobs(jobs, outbox: outbox, access: access, json: a.flag("json"), quiet: a.flag("quiet"), single: false)
     }
 
     /// Runs jobs one after another; stops at the first network failure
@@ -158,7 +158,7 @@ enum IntakeCommand {
         let runner = IntakeRunner(outbox: outbox, access: access)
         runner.verbose = !quiet
         runner.log = { fputs("tally: \($0)\n", stderr) }
-        let progress = UploadProgress()
+        let progress = PhotoUploadDisplay(terminal: isatty(STDERR_FILENO) == 1) { fputs($0, stderr) }
         runner.onUpload = { progress.show($0) }
         runner.checkpoint = { IntakeCrash.point($0) }
         var status: Int32 = 0
@@ -284,12 +284,5 @@ enum IntakeCrash {
     static func point(_ name: String) {
         guard target == name else { return }
         kill(getpid(), SIGKILL)
-    }
-}
-
-extension String {
-    /// Left-aligned in a column of `width` characters.
-    func padding(_ width: Int) -> String {
-        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
     }
 }
