@@ -199,17 +199,9 @@ enum MirrorCommand {
         let p = a.positionals
         guard p.count == 1 else { throw UsageError(message: "mirror get needs exactly one record name") }
         try Names.validate(p[0], field: "NAME")
-        let store = try MirrorStore.open(path, create: false)
-        let copy = try store.localCopy(p[0])
-        var envelope: JSONObject = ["name": .string(copy.record.name), "version": .int(copy.record.version),
-                                    "seq": .int(copy.record.seq), "pending": .bool(copy.pending)]
-        var value = JSONValue.object(copy.data)
-        if let text = a.string("path") {
-            value = try copy.value(at: try parsePath(text), text: text)
-            (envelope["path"], envelope["value"]) = (.string(text), value)
-        } else {
-            envelope["data"] = value
-        }
+        let copy = try MirrorStore.open(path, create: false).localCopy(p[0])
+        let at = try a.string("path").map { (text) throws(UsageError) in (try parsePath(text), text) }
+        let (envelope, value) = try copy.envelope(at: at)
         ClientCommands.output(a.flag("json") ? .object(envelope) : value, pretty: !a.flag("json"))
     }
 
@@ -287,21 +279,7 @@ enum MirrorCommand {
         guard a.positionals.isEmpty else { throw UsageError(message: "mirror status takes no arguments") }
         let status = try MirrorStatus.read(store: path)
         if a.flag("json") { return ClientCommands.output(.object(status.json)) }
-        guard status.exists else {
-            // A 'mirror run' that is just starting has not created it yet.
-            return print("mirror \(path): offline (no mirror store yet\(status.running ? "; mirror run is starting" : ""))")
-        }
-        let state = status.online ? "online" : status.running ? "offline (mirror run is reconnecting)" : "offline (no mirror run on this store)"
-        let (depth, failed, conflicts) = (status.outbox, status.failed, status.conflicts)
-        print("mirror \(path): \(state)")
-        print("  hub          \(status.server ?? "(never run)")")
-        print("  patterns     \(status.patterns.isEmpty ? "(none)" : status.patterns.joined(separator: " "))")
-        print("  last seq     \(status.lastSeq)")
-        print("  outbox       \(depth) write\(depth == 1 ? "" : "s") waiting")
-        if failed > 0 { print("  refused      \(failed) write\(failed == 1 ? "" : "s") the hub refused (see the log of mirror run)") }
-        print("  conflicts    \(conflicts) open\(conflicts > 0 ? " ('tally mirror conflicts' lists them)" : "")")
-        print("  last error   \(status.lastError ?? "none")")
-        if let resync = status.resync { print("  resync       \(resync.summary)") }
+        status.lines.forEach { print($0) }
     }
 
     static func conflicts(_ a: Arguments, _ path: String) throws {
@@ -324,9 +302,6 @@ enum MirrorCommand {
         let list = try store.conflicts(includeResolved: a.flag("all"))
         if a.flag("json") { return ClientCommands.output(.object(["conflicts": .array(list.map { .object($0.json) })])) }
         if list.isEmpty { return print("no \(a.flag("all") ? "" : "open ")conflicts") }
-        for conflict in list {
-            let state = conflict.resolved.map { "resolved: took \($0)" } ?? "open"
-            print("\(conflict.id)  \(conflict.name)  \(conflict.field)  local=\((conflict.local ?? .null).serializedString)  hub=\((conflict.hub ?? .null).serializedString)  base=\((conflict.base ?? .null).serializedString)  (\(conflict.policy), \(state))")
-        }
+        list.forEach { print($0.line) }
     }
 }

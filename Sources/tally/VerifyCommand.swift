@@ -45,22 +45,10 @@ enum VerifyCommand {
             defer { client.close() }
             let (differences, patterns, depth) = try MirrorComparison.compare(store, with: client)
             if a.flag("json") {
-                ClientCommands.output(.object([
-                    "equal": .bool(differences.isEmpty), "outbox": .int(depth),
-                    "differences": .array(differences.map { difference in
-                        .object(["name": .string(difference.name), "list": .bool(difference.isList),
-                                 "kind": .string(difference.kind.rawValue),
-                                 "fields": .array(difference.fields.map(JSONValue.string)),
-                                 "mirrorVersion": difference.mirrorVersion.map { .int($0) } ?? .null,
-                                 "hubVersion": difference.hubVersion.map { .int($0) } ?? .null])
-                    }),
-                ]))
-            } else if differences.isEmpty {
-                print("the mirror \(path) and the hub agree (\(patterns) pattern\(patterns == 1 ? "" : "s"))")
+                ClientCommands.output(.object(MirrorComparison.json(differences, outbox: depth)))
             } else {
                 for difference in differences { print(difference.description) }
-                print("\(differences.count) difference\(differences.count == 1 ? "" : "s")"
-                      + (depth > 0 ? "; \(depth) local write\(depth == 1 ? "" : "s") still waiting in the outbox" : ""))
+                print(MirrorComparison.summary(differences, outbox: depth, store: path, patterns: patterns))
             }
             return differences.isEmpty ? 0 : 1
         } catch let error as UsageError {
