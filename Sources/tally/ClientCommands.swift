@@ -112,6 +112,7 @@ enum ClientCommands {
             guard let value = Int64(text), value >= 0 else { throw UsageError(message: "--since must be a sequence number") }
             since = value
         }
+        let json = a.flag("json")
         var follower = BlockingFollower(access: HubAccess(a), subscribe: subscribe, since: since)
         try follower.run { event in
             switch event {
@@ -120,52 +121,19 @@ enum ClientCommands {
             case .resnapshot(let since):
                 fputs("tally: the hub's change log no longer reaches back to seq \(since); showing the current state instead\n", stderr)
             case .snapshot(let reply):
-                if !a.flag("json") {
-                    showSnapshot(reply)
+                if !json {
+                    BlockingFollower.snapshotLines(reply).forEach { print($0) }
+                    fflush(stdout)
                 } else if reply["resnapshot"] == .bool(true) {
-                    showSnapshotJSON(reply)
+                    BlockingFollower.snapshotPushes(reply).forEach { output(.object($0)) }
                 }
             case .change(let change):
-                show(change: change, json: a.flag("json"))
+                json ? output(.object(change)) : output(line: BlockingFollower.line(change))
             case .lost(let error):
                 fputs("tally: \(Failure.message(error)); reconnecting…\n", stderr)
             }
             return true
         }
-    }
-
-    private static func showSnapshot(_ reply: JSONObject) {
-        if case .object(let record)? = reply["record"] {
-            print("current \(record["name"]?.stringValue ?? "") v\(record["version"].map { "\($0)" } ?? "?"): \((record["data"] ?? record["value"] ?? .null).serializedString)")
-        } else if case .array(let records)? = reply["records"] {
-            for case .object(let record) in records {
-                print("current \(record["name"]?.stringValue ?? "") v\(record["version"].map { "\($0)" } ?? "?"): \((record["data"] ?? .null).serializedString)")
-            }
-        }
-        fflush(stdout)
-    }
-
-    /// After a resnapshot, each current record as one line shaped like a
-    /// push (`"op":"snapshot"`), so a --json consumer can resynchronise.
-    private static func showSnapshotJSON(_ reply: JSONObject) {
-        var records: [JSONValue] = reply["records"]?.arrayValue ?? []
-        if let record = reply["record"], record != .null { records.append(record) }
-        if let list = reply["list"], list != .null { records.append(list) }
-        for case .object(var record) in records {
-            record["op"] = "snapshot"
-            output(.object(record))
-        }
-    }
-
-    private static func show(change: JSONObject, json: Bool) {
-        if json { return output(.object(change)) }
-        let name = change["name"]?.stringValue ?? change["list"]?.stringValue ?? change["topic"]?.stringValue ?? ""
-        let kind = change["kind"]?.stringValue ?? change["op"]?.stringValue ?? ""
-        var line = "\(change["seq"].map { "\($0)" } ?? "-") \(name) v\(change["version"].map { "\($0)" } ?? "-") \(kind)"
-        if let path = change["path"]?.stringValue { line += " \(path)" }
-        if let value = change["data"] ?? change["value"] ?? change["entries"] ?? change["entry"] { line += " \(value.serializedString)" }
-        print(line)
-        fflush(stdout)
     }
 
     static func list(_ a: Arguments) throws {
@@ -231,7 +199,12 @@ enum ClientCommands {
     }
 
     static func output(_ value: JSONValue, pretty: Bool = false) {
-        print(pretty ? value.prettyString : value.serializedString)
+        output(line: pretty ? value.prettyString : value.serializedString)
+    }
+
+    /// A line on standard output, flushed: a pipe sees it at once.
+    static func output(line: String) {
+        print(line)
         fflush(stdout)
     }
 }

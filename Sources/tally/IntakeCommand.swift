@@ -161,34 +161,23 @@ enum IntakeCommand {
         let progress = PhotoUploadDisplay(terminal: isatty(STDERR_FILENO) == 1) { fputs($0, stderr) }
         runner.onUpload = { progress.show($0) }
         runner.checkpoint = { IntakeCrash.point($0) }
-        var status: Int32 = 0
-        var finished: [IntakeJob] = []
-        var interrupted = false
+        var summary = IntakeRunSummary()
         do {
             try runner.run(jobs, held: held) { event in
+                summary.record(event)
                 switch event {
                 case .busy(let job):
                     printError("intake job \(job.id) is being run by another tally process right now: skipped")
-                    status = 1
-                    finished.append(job)
                 case .starting(let job):
                     if !single, !quiet { fputs("tally: resuming intake job \(job.id) at stage \(job.nextStage?.rawValue ?? "-")\n", stderr) }
-                case .ran(let job, let outcome):
-                    finished.append(job)
-                    switch outcome {
-                    case .done:
-                        if !json { print(single ? job.record : "\(job.record) done") }
-                    case .failed(let reason):
-                        printError("intake job \(job.id) failed: \(reason)")
-                        if !json { print(job.record) }
-                        status = 1
-                    case .interrupted(let error):
-                        printError("\(error)\nintake job \(job.id) is saved in the outbox: run 'tally intake resume' to continue it")
-                        if !json { print(job.record) }
-                        interrupted = true
-                        return
-                    }
-                    fflush(stdout)
+                case .ran(let job, .done):
+                    if !json { ClientCommands.output(line: single ? job.record : "\(job.record) done") }
+                case .ran(let job, .failed(let reason)):
+                    printError("intake job \(job.id) failed: \(reason)")
+                    if !json { ClientCommands.output(line: job.record) }
+                case .ran(let job, .interrupted(let error)):
+                    printError("\(error)\nintake job \(job.id) is saved in the outbox: run 'tally intake resume' to continue it")
+                    if !json { ClientCommands.output(line: job.record) }
                 }
             }
         } catch {
@@ -197,14 +186,8 @@ enum IntakeCommand {
             case .kept(let error, let job): throw CommandFailure.intakeOutbox(error, job: job)
             }
         }
-        if interrupted {
-            if json, let job = finished.last {
-                output(single ? .object(job.json) : .object(["jobs": .array(finished.map { .object($0.json) })]))
-            }
-            return 1
-        }
-        if json { output(single && finished.count == 1 ? .object(finished[0].json) : .object(["jobs": .array(finished.map { .object($0.json) })])) }
-        return status
+        if json { output(.object(summary.json(single: single))) }
+        return summary.succeeded ? 0 : 1
     }
 
     // MARK: Helpers

@@ -256,13 +256,7 @@ enum MirrorCommand {
     }
 
     private static func write(_ a: Arguments, _ path: String, _ command: LocalCommand) throws {
-        var ifVersion: Int64?
-        if let text = a.string("if-version") {
-            guard let version = Int64(text), version >= 0 else {
-                throw UsageError(message: "--if-version must be a version number (0: must not exist), not '\(text)'")
-            }
-            ifVersion = version
-        }
+        let ifVersion = try ClientCommands.ifVersion(a)
         let idem = a.string("idem")
         if let idem, idem.isEmpty || idem.utf8.count > 200 {
             throw UsageError(message: "--idem must be 1 to 200 bytes")
