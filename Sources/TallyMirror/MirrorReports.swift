@@ -1,3 +1,4 @@
+import TallyClient
 import TallyProtocol
 
 /// What the mirror commands print, built beside the types they show (the
@@ -69,5 +70,25 @@ extension MirrorComparison {
         }
         return "\(differences.count) difference\(differences.count == 1 ? "" : "s")"
             + (depth > 0 ? "; \(depth) local write\(depth == 1 ? "" : "s") still waiting in the outbox" : "")
+    }
+}
+
+extension MirrorComparison {
+    /// `tally verify`: opens the mirror at `path` (never creating it),
+    /// connects to the hub `access` names — without one, the hub of the
+    /// store's last run — and compares them (`compare(_:with:)`).
+    public static func verify(store path: String, access: HubAccess)
+        throws -> (differences: [MirrorDifference], patterns: Int, outbox: Int64) {
+        let store = try MirrorStore.open(path, create: false)
+        var access = access
+        if access.server == nil {
+            guard let hub = try store.meta("hub") else {
+                throw HubError.disconnected("the mirror \(path) has never run against a hub; give --server URL")
+            }
+            access.server = hub
+        }
+        let client = try BlockingTallyClient(access: access)
+        defer { client.close() }
+        return try compare(store, with: client)
     }
 }

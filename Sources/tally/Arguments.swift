@@ -14,6 +14,7 @@ struct Arguments {
     init(_ args: ArraySlice<String>, command: String, options tables: OptionTable...) throws(UsageError) {
         let valued = tables.reduce(into: Set<String>()) { $0.formUnion($1.valued) }
         let flags = tables.reduce(into: Set(["help"])) { $0.formUnion($1.flags) }
+        let strict = tables.reduce(into: Set<String>()) { $0.formUnion($1.strict) }
         var iterator = args.makeIterator()
         var onlyPositionals = false
         while let arg = iterator.next() {
@@ -31,6 +32,11 @@ struct Arguments {
             if flags.contains(name) {
                 guard inline == nil else { throw UsageError(message: "--\(name) takes no value") }
                 switches.insert(name)
+            } else if strict.contains(name), inline == nil {
+                guard let value = iterator.next(), !value.hasPrefix("--") else {
+                    throw UsageError(message: "--\(name) needs a value (for a file whose name starts with '--', write ./--name)")
+                }
+                values[name, default: []].append(value)
             } else if valued.contains(name) {
                 guard let value = inline ?? iterator.next() else {
                     throw UsageError(message: "--\(name) needs a value")

@@ -66,6 +66,18 @@ enum Failure {
         }
     }
 
+    /// Runs a command's body, reporting what it throws against `command`
+    /// (see `report`); usage mistakes go up to `main`, which reports them.
+    static func run(_ command: String, failure: Int32 = 1, _ body: () throws -> Int32) throws(UsageError) -> Int32 {
+        do {
+            return try body()
+        } catch let error as UsageError {
+            throw error
+        } catch {
+            return report(error, command: command, failure: failure)
+        }
+    }
+
     /// Prints a failure that does not end the command (one row of a
     /// benchmark): the command's exit status says it later.
     static func warn(_ error: any Error) {

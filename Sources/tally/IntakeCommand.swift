@@ -10,7 +10,7 @@ import TallyNet
 enum IntakeCommand {
     /// `new`'s own options, listed under it.
     static let newOptions = OptionTable(column: 19, [
-        Option("photo", "FILE", "a photo (repeat for more, in order; the first is the cover)"),
+        .file("photo", "FILE", "a photo (repeat for more, in order; the first is the cover)"),
         Option("code", "C", "a scanned code (QR, barcode, SKU, serial, item link)"),
         Option("location", "L", "where the item is"),
         Option("gps", "LAT,LON", "decimal degrees, e.g. 48.8584,2.2945"),
@@ -74,8 +74,8 @@ enum IntakeCommand {
     // MARK: new
 
     static func new(_ args: ArraySlice<String>) throws -> Int32 {
-        let (photoPaths, rest) = try extract("photo", from: args)
-        let a = try Arguments(rest, command: "intake new", options: newOptions, options, HubAccess.options)
+        let a = try Arguments(args, command: "intake new", options: newOptions, options, HubAccess.options)
+        let photoPaths = a.strings("photo")
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("intake new")
         guard !photoPaths.isEmpty else {
@@ -196,30 +196,6 @@ enum IntakeCommand {
     static func outboxPath(flag: String?) throws(UsageError) -> String {
         try Arguments.dataFile(flag, option: "outbox", variable: "TALLY_OUTBOX", name: "outbox.sqlite",
                                what: "the intake outbox")
-    }
-
-    /// Takes every `--NAME VALUE` / `--NAME=VALUE` out of the arguments, in
-    /// order (Arguments keeps only the last value of an option).
-    static func extract(_ name: String, from args: ArraySlice<String>) throws(UsageError) -> ([String], ArraySlice<String>) {
-        var values: [String] = []
-        var rest: [String] = []
-        var iterator = args.makeIterator()
-        var onlyPositionals = false
-        while let arg = iterator.next() {
-            if onlyPositionals { rest.append(arg); continue }
-            if arg == "--" { onlyPositionals = true; rest.append(arg); continue }
-            if arg == "--\(name)" {
-                guard let value = iterator.next(), !value.hasPrefix("--") else {
-                    throw UsageError(message: "--\(name) needs a value (for a file whose name starts with '--', write ./--name)")
-                }
-                values.append(value)
-            } else if arg.hasPrefix("--\(name)=") {
-                values.append(String(arg.dropFirst(name.count + 3)))
-            } else {
-                rest.append(arg)
-            }
-        }
-        return (values, rest[...])
     }
 
     private static func text(_ a: Arguments, _ name: String, max: Int) throws(UsageError) -> String? {

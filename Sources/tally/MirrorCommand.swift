@@ -165,11 +165,10 @@ enum MirrorCommand {
                                what: "the mirror store")
     }
 
-    /// Runs one command, mapping failures to messages and exit statuses
-    /// (`Failure`): usage mistakes and refused names and paths 2, other
-    /// refusals and store failures 1.
+    /// Runs one command; its refused names and paths are reported against
+    /// `mirror SUB` (`Run 'tally mirror get --help'`).
     static func perform(_ sub: String, _ a: Arguments) throws(UsageError) -> Int32 {
-        do {
+        try Failure.run("mirror \(sub)") {
             let path = try storePath(a)
             switch sub {
             case "get": try get(a, path)
@@ -180,10 +179,6 @@ enum MirrorCommand {
             default: try conflicts(a, path)
             }
             return 0
-        } catch let error as UsageError {
-            throw error
-        } catch {
-            return Failure.report(error, command: "mirror \(sub)")
         }
     }
 

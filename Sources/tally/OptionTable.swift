@@ -6,6 +6,9 @@ struct Option {
     /// are described together (`--url URL --hub-pid PID`).
     let names: [(name: String, value: String?)]
     let help: [String]
+    /// A value starting with `--` is taken for a forgotten value, not a
+    /// file name (`--photo --json`).
+    private(set) var strict = false
 
     init(_ name: String, _ value: String? = nil, _ help: String...) {
         names = [(name, value)]
@@ -15,6 +18,13 @@ struct Option {
     private init(names: [(name: String, value: String?)], help: [String]) {
         self.names = names
         self.help = help
+    }
+
+    /// A file option whose value may not start with `--` (write `./--name`).
+    static func file(_ name: String, _ value: String, _ help: String...) -> Option {
+        var option = Option(names: [(name, value)], help: help)
+        option.strict = true
+        return option
     }
 
     /// Two options that only make sense together, on one help line.
@@ -44,6 +54,8 @@ struct OptionTable {
     var valued: Set<String> { Set(options.flatMap { $0.names.filter { $0.value != nil }.map(\.name) }) }
     /// Switches.
     var flags: Set<String> { Set(options.flatMap { $0.names.filter { $0.value == nil }.map(\.name) }) }
+    /// Options whose value may not start with `--`.
+    var strict: Set<String> { Set(options.filter(\.strict).flatMap { $0.names.map(\.name) }) }
 
     /// The options' help lines: `  --name VALUE` padded to `column` (or two
     /// spaces past a longer label), continuation lines indented to `column`.

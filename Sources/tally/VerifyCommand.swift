@@ -32,18 +32,8 @@ enum VerifyCommand {
         }
         try a.noPositionals("verify")
         let path = try MirrorCommand.storePath(a)
-        do {
-            let store = try MirrorStore.open(path, create: false)
-            var access = HubAccess(a)
-            if access.server == nil {
-                guard let hub = try store.meta("hub") else {
-                    throw HubError.disconnected("the mirror \(path) has never run against a hub; give --server URL")
-                }
-                access.server = hub
-            }
-            let client = try BlockingTallyClient(access: access)
-            defer { client.close() }
-            let (differences, patterns, depth) = try MirrorComparison.compare(store, with: client)
+        return try Failure.run("verify", failure: 3) {
+            let (differences, patterns, depth) = try MirrorComparison.verify(store: path, access: HubAccess(a))
             if a.flag("json") {
                 ClientCommands.output(.object(MirrorComparison.json(differences, outbox: depth)))
             } else {
@@ -51,10 +41,6 @@ enum VerifyCommand {
                 print(MirrorComparison.summary(differences, outbox: depth, store: path, patterns: patterns))
             }
             return differences.isEmpty ? 0 : 1
-        } catch let error as UsageError {
-            throw error
-        } catch {
-            return Failure.report(error, command: "verify", failure: 3)
         }
     }
 }

@@ -115,4 +115,18 @@ struct MirrorReportsTests {
         #expect(json["equal"] == .bool(false) && json["outbox"] == .int(2))
         #expect(json["differences"]?.arrayValue?.first?["hubVersion"] == .int(3))
     }
+
+    @Test func verifyNeedsAHubOrAnEarlierRun() throws {
+        let directory = try TemporaryDirectory(prefix: "mirror-verify")
+        let path = "\(directory.path)/m.sqlite"
+        #expect(throws: MirrorStoreError.self, "no store: nothing to compare") {
+            try MirrorComparison.verify(store: path, access: HubAccess())
+        }
+        _ = try MirrorStore.open(path, create: true)
+        #expect {
+            try MirrorComparison.verify(store: path, access: HubAccess())
+        } throws: { error in
+            if case .disconnected(let reason) = error as? HubError { reason.contains("never run against a hub") } else { false }
+        }
+    }
 }
