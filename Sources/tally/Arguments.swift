@@ -1,3 +1,5 @@
+import TallyClient
+
 /// A command line usage mistake: printed with a hint, exit status 2.
 struct UsageError: Error {
     var message: String
@@ -89,25 +91,18 @@ struct Arguments {
         return value * scale
     }
 
-    /// A file of the user's data: `--OPTION FILE`, else `$VARIABLE`, else
-    /// `$XDG_DATA_HOME/tally/NAME`, else `~/.local/share/tally/NAME` (the
-    /// XDG base directory spec's default for user data).
+    /// A file of the user's data: `--OPTION FILE`, else where
+    /// `UserDataFile` places it (`$VARIABLE`, then the XDG data directory).
     static func dataFile(_ flag: String?, option: String, variable: String, name: String,
                          what: String) throws(UsageError) -> String {
-        func env(_ name: String) -> String? {
-            guard let value = environment(name), !value.isEmpty else { return nil }
-            return value
-        }
         if let flag {
             guard !flag.isEmpty else { throw UsageError(message: "--\(option) needs a file name") }
             return flag
         }
-        if let file = env(variable) { return file }
-        if let data = env("XDG_DATA_HOME") { return "\(data)/tally/\(name)" }
-        guard let home = env("HOME") else {
+        guard let path = UserDataFile.path(name, variable: variable) else {
             throw UsageError(message: "cannot place \(what): HOME is not set; use --\(option) FILE or \(variable)")
         }
-        return "\(home)/.local/share/tally/\(name)"
+        return path
     }
 
     func noPositionals(_ command: String) throws(UsageError) {

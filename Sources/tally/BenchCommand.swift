@@ -6,8 +6,9 @@ import TallyTLS
 /// `tally bench …`: load generators that print a table.
 enum BenchCommand {
     /// Each benchmark: its name, what it does (under the name, from column
-    /// 14) and its options.
-    static let benchmarks: [(name: String, about: String, options: OptionTable)] = [
+    /// 14), its options and how they make its run.
+    static let benchmarks: [(name: String, about: String, options: OptionTable,
+                             parse: @Sendable (Arguments) throws(UsageError) -> BenchRun)] = [
         ("echo", "round trips against a WebSocket echo endpoint: latency and messages/s", OptionTable(column: 24, [
             Option("url", "URL", "(default ws://127.0.0.1:8080/echo)"),
             Option("connections", "C", "concurrent connections (default 10)"),
@@ -16,7 +17,7 @@ enum BenchCommand {
             Option("threads", "N", "client event-loop threads (default 1)"),
             Option("no-compression", nil, "do not offer permessage-deflate"),
             Option("insecure", nil, "for wss:// URLs: accept any certificate"),
-        ])),
+        ]), echo),
         ("connections", """
         opens many idle WebSocket connections; with --server-pid, the
                       server's resident memory per connection
@@ -29,7 +30,7 @@ enum BenchCommand {
             Option("subprotocol", "P", "offer this subprotocol (e.g. mqtt for Mosquitto)"),
             Option("compression", nil, "offer permessage-deflate (idle connections should", "still hold no zlib memory)"),
             Option("insecure", nil, "for wss:// URLs: accept any certificate"),
-        ])),
+        ]), connections),
         ("fanout", """
         S subscribers, one publisher sending U updates/s for D seconds;
                       latency (send → receipt, CLOCK_MONOTONIC) and the broker's CPU
@@ -52,7 +53,7 @@ enum BenchCommand {
             Option("threads", "N", "subscriber event-loop threads (default 1)"),
             Option("compression", nil, "offer permessage-deflate (pushes then compressed per connection)"),
             Option("durability", "MODE", "the Tally hub's --durability: full (default), normal or off"),
-        ])),
+        ]), fanout),
         ("writes", """
         W writer connections in a closed loop of `set` + acknowledgement
                       against a Tally hub child with a fresh store: acknowledged
@@ -64,7 +65,7 @@ enum BenchCommand {
             Option("records", "N", "write random records among N shared by all writers",
                    "(default: each writer cycles over its own 1000)"),
             Option("threads", "N", "client event-loop threads (default 1)"),
-        ])),
+        ]), writes),
         ("startup", """
         fills a store with N records, stops the hub, then times
                       `tally serve` from exec to "listening" and to the first `get`
@@ -76,7 +77,7 @@ enum BenchCommand {
             Option("starts", "K", "timed starts; the median is reported (default 3)"),
             Option("connections", "C", "filling connections (default 4)"),
             Option("fill-durability", "M", "--durability while filling (default full)"),
-        ])),
+        ]), startup),
         ("soak", """
         steady mixed load against a Tally hub child with a fresh store
                       for a long time: writers run records through their stages and
@@ -97,7 +98,7 @@ enum BenchCommand {
             Option("threads", "N", "client event-loop threads (default 1)"),
             .pair(Option("url", "URL"), Option("hub-pid", "PID"), "soak a hub started elsewhere (under heaptrack,",
                   "say) instead of a fresh child; RSS is read from PID"),
-        ])),
+        ]), soak),
         ("history", """
         whether writes slow down as history grows: a Tally hub child on a
                       fresh store is filled with finished orders (created and advanced
@@ -121,33 +122,21 @@ enum BenchCommand {
             Option("durability", "MODE", "the hub's --durability: full (default), normal or off"),
             Option("threads", "N", "client event-loop threads (default 1)"),
             Option("json", nil, "print the result as JSON instead of tables"),
-        ])),
+        ]), history),
     ]
 
     static let help = "Usage: " + benchmarks.map { "tally bench \($0.name) [options]" }.joined(separator: "\n       ") + "\n\n"
         + benchmarks.map { $0.name.padding(to: 14) + $0.about + "\n" + $0.options.help }.joined(separator: "\n\n")
 
-    /// The options of `tally bench NAME`.
-    static func options(_ name: String) -> OptionTable { benchmarks.first { $0.name == name }!.options }
-
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let which = args.first, which != "--help", which != "help" else { print(help); return 0 }
-        guard benchmarks.contains(where: { $0.name == which }) else {
+        guard let bench = benchmarks.first(where: { $0.name == which }) else {
             throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, writes, startup, soak or history")
         }
-        let a = try Arguments(args.dropFirst(), command: "bench \(which)", options: options(which))
+        let a = try Arguments(args.dropFirst(), command: "bench \(which)", options: bench.options)
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("bench \(which)")
-        let run: BenchRun
-        switch which {
-        case "echo": run = try echo(a)
-        case "connections": run = try connections(a)
-        case "fanout": run = try fanout(a)
-        case "writes": run = try writes(a)
-        case "startup": run = try startup(a)
-        case "soak": run = try soak(a)
-        default: run = try history(a)
-        }
+        let run = try bench.parse(a)
         let report: BenchRun.Report
         do {
             report = try run.run(log: progress, opened: { fputs("\r  opened \($0)", stderr) }) { row, error in
