@@ -1,5 +1,6 @@
 import CSQLite
 import TallyProtocol
+import TallySQLite
 
 /// The database schema as an explicit list of versioned migrations.
 ///
