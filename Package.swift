@@ -35,7 +35,7 @@ let package = Package(
         .target(name: "TallyConcurrency", swiftSettings: strict),
         // Pure protocol code: incremental parsers and serializers, no I/O.
         .target(name: "TallyHTTP", swiftSettings: strict),
-        // The sync protocol's values: JSON, record paths (sync engine issue).
+        // The sync protocol's values: requests and errors, JSON, record paths.
         .target(name: "TallyProtocol", swiftSettings: strict),
         // The pure sync engine: writes, changes, subscriptions. No I/O.
         .target(name: "TallyEngine", dependencies: ["TallyProtocol"], swiftSettings: strict),
