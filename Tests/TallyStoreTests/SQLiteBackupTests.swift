@@ -6,7 +6,8 @@ import Testing
 @_spi(Testing) @testable import TallyStore
 
 /// `SQLiteBackup`: a copy of a store being written is the store as of one
-/// commit; what is not a Tally store is told apart.
+/// commit; what is not a Tally store is told apart; a restored copy starts a
+/// new stretch of the sequence; a WAL is folded in before a store is set aside.
 @Suite struct SQLiteBackupTests {
     /// Each commit puts record `r<seq>` and change `seq`, so a copy is
     /// consistent exactly when its head, its records and its log agree.
@@ -167,5 +168,78 @@ import Testing
             }
         }
         #expect(try SQLiteBackup.inspect(path, checkIntegrity: true).headSeq == 200)
+    }
+
+    /// The restored copy goes on 2^32 past the backup, with its floor there
+    /// and an empty log: every since a client holds is below the floor.
+    @Test func markRestoredStartsANewStretchOfTheSequence() throws {
+        let h = try StoreHarness(.sqlite)
+        try commitNumbered(h, 1...5)
+        try h.commit([.putRecord(record("r1", version: 2, seq: 6))], changes: [change(6, .record, "r1")],
+                     idempotency: StoredIdempotency(key: "k", seq: 6, time: testNow, response: [1]))
+        let target = try TemporaryDirectory(prefix: "tally-restore")
+        let path = target.path + "/" + SQLiteStore.fileName
+        _ = try SQLiteBackup.copy(from: try #require(h.directory).path + "/" + SQLiteStore.fileName, to: path)
+        let jump = SQLiteBackup.restoreSeqJump
+        #expect(jump == 4_294_967_296)
+        let summary = try SQLiteBackup.markRestored(path, now: testNow)
+        #expect(summary.headSeq == 6 + jump && summary.floorSeq == 6 + jump)
+        #expect(summary.restoredHead == 6 && summary.recordCount == 5)
+
+        let restored = try StoreHarness(.sqlite, directory: target)
+        let state = try restored.reader.state()
+        #expect(state.headSeq == 6 + jump && state.floorSeq == 6 + jump)
+        #expect(state.changeCount == 0 && state.changeBytes == 0)
+        #expect(try restored.reader.changes(after: 0, limit: 10).isEmpty)
+        #expect(try restored.reader.record("r1")?.version == 2)
+        #expect(try restored.reader.idempotency("k")?.response == [1])
+        // The next commit takes the next seq after the jump.
+        let outcome = try restored.commit([.putRecord(record("r7", seq: 7 + jump))], changes: [change(7 + jump, .record, "r7")])
+        #expect(outcome.lastSeq == 7 + jump)
+        #expect(try restored.reader.changes(after: 6 + jump, limit: 10).map(\.seq) == [7 + jump])
+    }
+
+    @Test func markRestoredRefusesToPassTheSeqsClientsCanCount() throws {
+        let h = try StoreHarness(.sqlite)
+        try commitNumbered(h, 1...1)
+        let target = try TemporaryDirectory(prefix: "tally-restore")
+        let path = target.path + "/" + SQLiteStore.fileName
+        _ = try SQLiteBackup.copy(from: try #require(h.directory).path + "/" + SQLiteStore.fileName, to: path)
+        let high = SQLiteBackup.maxClientSeq - SQLiteBackup.restoreSeqJump + 1
+        let raw = try SQLiteConnection(path: path, role: .checkpointer, synchronous: .full)
+        try raw.execute("UPDATE meta SET value = \(high) WHERE key = 'head_seq'")
+        raw.close()
+        #expect(throws: StoreFileError.sequenceExhausted(path: path, head: high)) {
+            try SQLiteBackup.markRestored(path, now: testNow)
+        }
+        #expect(try SQLiteBackup.inspect(path, checkIntegrity: false).headSeq == high, "unchanged")
+    }
+
+    /// The files a killed hub leaves (database + WAL with every commit in
+    /// it): folding puts the WAL's commits into the one file and removes it.
+    @Test func foldWALKeepsEveryCommitInOneFile() throws {
+        let h = try StoreHarness(.sqlite)
+        try commitNumbered(h, 1...30)
+        let source = try #require(h.directory).path + "/" + SQLiteStore.fileName
+        let image = try TemporaryDirectory(prefix: "tally-fold")
+        let path = image.path + "/" + SQLiteStore.fileName
+        try copyFile(source, path)
+        try copyFile(source + "-wal", path + "-wal")
+        #expect(try fileSize(path + "-wal") > 0)
+
+        try SQLiteBackup.foldWAL(path)
+        #expect(access(path + "-wal", F_OK) != 0 && access(path + "-shm", F_OK) != 0)
+        try expectConsistent(path, head: 30)
+    }
+
+    /// Leaving WAL mode needs the only connection: with a reader open (a
+    /// hub, a backup) the store is refused, not half folded.
+    @Test func foldWALRefusesAStoreSomeoneHasOpen() throws {
+        let h = try StoreHarness(.sqlite)
+        try commitNumbered(h, 1...3)
+        let path = try #require(h.directory).path + "/" + SQLiteStore.fileName
+        #expect(throws: StoreFileError.self) { try SQLiteBackup.foldWAL(path) }
+        #expect(try h.reader.state().headSeq == 3)
+        try commitNumbered(h, 4...4)
     }
 }
