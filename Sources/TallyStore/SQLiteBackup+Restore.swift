@@ -79,9 +79,15 @@ extension SQLiteBackup {
         do throws(StoreError) {
             let connection = try SQLiteConnection(path: path, role: .checkpointer, synchronous: .full)
             defer { connection.close() }
-            let mode = try connection.queryText("PRAGMA journal_mode=DELETE")
+            let mode: String
+            do {
+                mode = try connection.queryText("PRAGMA journal_mode=DELETE")
+            } catch where error.isBusy {
+                mode = "wal"
+            }
             guard mode.lowercased() == "delete" else {
-                throw StoreError(code: SQLITE_BUSY, message: "it is still in \(mode) mode: another process has it open",
+                throw StoreError(code: SQLITE_BUSY,
+                                 message: "another process has it open (a hub, or a 'tally backup' reading it): let it finish, then try again",
                                  operation: "fold the WAL into \(path)")
             }
         } catch {
