@@ -95,6 +95,28 @@ struct HubBackupTests {
         }
     }
 
+    /// PROTOCOL.md: a since above the head (a client that saw a hub whose
+    /// data was since restored by other means) is answered like one below
+    /// the floor, over WebSocket and REST.
+    @Test func aSinceAboveTheHeadIsAnsweredWithASnapshot() throws {
+        try withHub { (hub: HubFixture) throws in
+            let client = try hub.connect()
+            try client.ok(#"{"op":"set","name":"n/1","data":{"v":1}}"#)
+            try client.ok(#"{"op":"addEntry","list":"l","entry":"n/1"}"#)
+            let resumer = try hub.connect()
+            #expect(try resumer.ok(#"{"op":"hello","protocol":1,"since":50}"#)["resumable"] == false)
+            #expect(try resumer.ok(#"{"op":"subscribe","name":"n/1"}"#)["resnapshot"] == true)
+            #expect(try resumer.ok(#"{"op":"subscribe","prefix":"n/","since":3}"#)["resnapshot"] == true)
+            let list = try resumer.ok(#"{"op":"subscribe","list":"l","since":3}"#)
+            #expect(list["resnapshot"] == true && list["list"]?["entries"] == ["n/1"])
+            #expect(try resumer.ok(#"{"op":"subscribe","name":"n/1","since":2}"#)["changes"] == [])
+            let rest = try hub.http("GET", "/v1/changes?since=3")
+            let body = try rest.json
+            #expect(rest.status == 410 && body["error"]?["code"] == "resnapshot")
+            #expect(try hub.http("GET", "/v1/changes?since=2").status == 200)
+        }
+    }
+
     // MARK: Bad input changes nothing
 
     @Test func backupRefusesADestinationItCannotUse() throws {
