@@ -6,6 +6,8 @@ Usage: tally <command> [options]
 
 Commands:
   serve          run the hub (HTTP + WebSocket on one port)
+  backup         copy a running hub's store and photos into a new directory
+  restore        put a backup in place of a data directory's store
   get            print a record (or one path in it)
   set            set a record, or one value at a path
   del            delete a record, or one value at a path
@@ -39,6 +41,10 @@ do {
         status = 0
     case "serve":
         status = try ServeCommand.run(args.dropFirst(2))
+    case "backup":
+        status = try BackupCommand.run(args.dropFirst(2))
+    case "restore":
+        status = try RestoreCommand.run(args.dropFirst(2))
     case "echo-check":
         status = try EchoCheckCommand.run(args.dropFirst(2))
     case "get", "set", "del", "watch", "list", "emit", "on":
