@@ -35,7 +35,7 @@ let package = Package(
         .target(name: "TallyConcurrency", swiftSettings: strict),
         // Pure protocol code: incremental parsers and serializers, no I/O.
         .target(name: "TallyHTTP", swiftSettings: strict),
-        // The sync protocol's values: JSON, record paths (sync engine issue).
+        // The sync protocol's values: requests and errors, JSON, record paths.
         .target(name: "TallyProtocol", swiftSettings: strict),
         // The pure sync engine: writes, changes, subscriptions. No I/O.
         .target(name: "TallyEngine", dependencies: ["TallyProtocol"], swiftSettings: strict),
@@ -49,11 +49,12 @@ let package = Package(
                 swiftSettings: strict),
         // Durable storage behind `Store`: SQLite (WAL, group commit) and an
         // in-memory twin; both also commit in place (`InPlaceCommitting`).
-        .target(name: "TallyStore", dependencies: ["CSQLite", "TallyConcurrency", "TallyProtocol"],
+        .target(name: "TallyStore", dependencies: ["CSQLite", "TallyConcurrency", "TallyProtocol", "TallySQLite"],
                 swiftSettings: strict),
-        // The SQLite connection the CLI's own files share (the mirror's store,
-        // the intake outbox): WAL + synchronous=FULL, transactions, typed errors;
-        // the private directories those files live in.
+        // The one SQLite wrapper: a connection and its checked statements
+        // (the hub's store uses them directly), and SQLiteDatabase over them for
+        // the CLI's own files (the mirror's store, the intake outbox): WAL +
+        // synchronous=FULL, transactions, typed errors; their private directories.
         .target(name: "TallySQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // One process per data directory or mirror store: an exclusive lock file naming its holder.
         .target(name: "TallyFileLock", swiftSettings: strict),
@@ -93,10 +94,11 @@ let package = Package(
         .testTarget(name: "TallyEngineTests", dependencies: ["TallyEngine", "TallyProtocol", "TallyTestSupport"]),
         .testTarget(name: "TallyServerTests",
                     dependencies: ["TallyConcurrency", "TallyServer", "TallyStore", "TallyNet", "TallyProtocol", "TallyTestSupport",
-                                   "TallyHubTestSupport", "TallyFileLock"]),
+                                   "TallyHubTestSupport", "TallyFileLock", "TallySQLite"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
-        .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallyTestSupport"]),
+        .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyTestSupport"]),
+        .testTarget(name: "TallySQLiteTests", dependencies: ["TallySQLite", "TallyTestSupport"]),
         .testTarget(name: "TallyNetTests",
                     dependencies: ["TallyConcurrency", "TallyNet", "TallyServer", "TallyTestSupport", "TallyBench"]),
         .testTarget(name: "TallyClientTests",

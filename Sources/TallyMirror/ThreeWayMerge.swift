@@ -22,7 +22,7 @@ public struct MergeOutcome: Sendable, Equatable {
 }
 
 /// The mirror's merge rule, field by field against the copy the local write
-/// was based on (PRODUCT.md, issue 5): a field changed on one side only takes
+/// was based on (PRODUCT.md): a field changed on one side only takes
 /// that side's value; a field changed on both sides follows the workflow when
 /// it is the stage (the furthest stage legally reachable from the hub's wins,
 /// so a stage never moves backwards) and the prefix's policy otherwise. Pure.

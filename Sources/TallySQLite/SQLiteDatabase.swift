@@ -7,9 +7,10 @@ public protocol SQLiteFailure: Error {
     init(_ message: String)
 }
 
-/// One SQLite connection with one owner (the thread or queue that opened
-/// it), its statements prepared once and reused. Every return code is
-/// checked at once and becomes a `Failure` whose message names the file
+/// The CLI's own files (the mirror's store, the intake outbox) on one
+/// `SQLiteConnection` with one owner (the thread or queue that opened it):
+/// rows as `SQLValue`s, statements prepared once and reused, transactions.
+/// Every failure becomes a `Failure` whose message names the file
 /// (`label 'path'`), what SQLite said and the statement.
 ///
 /// WAL with `synchronous=FULL`: "a transaction committed in WAL mode with
@@ -19,53 +20,32 @@ public protocol SQLiteFailure: Error {
 /// so the connection waits for a lock held by another one instead of
 /// failing (sqlite.org/c3ref/busy_timeout.html).
 public final class SQLiteDatabase<Failure: SQLiteFailure> {
-    private let db: OpaquePointer
-    public let path: String
+    private let connection: SQLiteConnection
+    public var path: String { connection.path }
     /// How messages name the file ("mirror store", "intake outbox").
     public let label: String
-    private var statements: [String: OpaquePointer] = [:]
+    private var statements: [String: SQLiteStatement] = [:]
     private var depth = 0
 
     /// Opens (creating) the file in WAL mode with `synchronous=FULL`.
     /// - Parameter busyTimeoutMillis: how long to wait for another
     ///   connection's lock before failing with SQLITE_BUSY.
     public init(path: String, label: String, busyTimeoutMillis: Int32) throws(Failure) {
-        var handle: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
-        guard rc == SQLITE_OK, let handle else {
-            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
-            if let handle { sqlite3_close_v2(handle) }
-            throw Failure("cannot open the \(label) '\(path)': \(message)")
-        }
-        db = handle
-        self.path = path
-        self.label = label
-        do throws(Failure) {
-            sqlite3_busy_timeout(db, busyTimeoutMillis)
-            let mode = try query("PRAGMA journal_mode=WAL", cached: false).first?.first?.text ?? ""
-            guard mode.lowercased() == "wal" else {
-                throw Failure("cannot put the \(label) '\(path)' in WAL mode (journal_mode is \(mode))")
-            }
-            try execute("PRAGMA synchronous=FULL")
+        do {
+            connection = try SQLiteConnection(path: path, role: .writer, synchronous: .full,
+                                              busyTimeoutMillis: busyTimeoutMillis)
         } catch {
-            sqlite3_close_v2(db)
-            throw error
+            throw Failure("cannot open the \(label) '\(path)': \(error.message)")
         }
-    }
-
-    deinit {
-        for statement in statements.values { sqlite3_finalize(statement) }
-        sqlite3_close_v2(db)
+        self.label = label
     }
 
     /// Runs one or more statements that return no rows (schema, PRAGMAs).
     public func execute(_ sql: String) throws(Failure) {
-        var message: UnsafeMutablePointer<CChar>?
-        let rc = sqlite3_exec(db, sql, nil, nil, &message)
-        if rc != SQLITE_OK {
-            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
-            sqlite3_free(message)
-            throw Failure("\(label) '\(path)': \(text) (in: \(sql.prefix(60)))")
+        do {
+            try connection.execute(sql)
+        } catch {
+            throw failure(error, sql)
         }
     }
 
@@ -74,58 +54,50 @@ public final class SQLiteDatabase<Failure: SQLiteFailure> {
     /// with the same text (not for SQL built with values in it).
     @discardableResult
     public func query(_ sql: String, _ parameters: [SQLValue] = [], cached: Bool = true) throws(Failure) -> [[SQLValue]] {
-        let statement = try prepared(sql, cached: cached)
-        defer {
-            if cached {
-                sqlite3_reset(statement)
-                sqlite3_clear_bindings(statement)
-            } else {
-                sqlite3_finalize(statement)
+        do {
+            guard cached else {
+                return try connection.withStatement(sql) { statement throws(SQLiteError) in
+                    try Self.rows(of: statement, parameters)
+                }
             }
+            let statement: SQLiteStatement
+            if let kept = statements[sql] {
+                statement = kept
+            } else {
+                statement = try connection.prepare(sql, name: String(sql.prefix(60)))
+                statements[sql] = statement
+            }
+            defer { statement.reset() }
+            return try Self.rows(of: statement, parameters)
+        } catch {
+            throw failure(error, sql)
         }
-        // SQLITE_TRANSIENT: SQLite copies the text before bind returns.
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    }
+
+    private static func rows(of statement: SQLiteStatement, _ parameters: [SQLValue]) throws(SQLiteError) -> [[SQLValue]] {
         for (index, value) in parameters.enumerated() {
             let position = Int32(index + 1)
-            let rc: Int32
             switch value {
-            case .null: rc = sqlite3_bind_null(statement, position)
-            case .int(let int): rc = sqlite3_bind_int64(statement, position, int)
-            case .real(let real): rc = sqlite3_bind_double(statement, position, real)
-            case .text(let text): rc = sqlite3_bind_text(statement, position, text, -1, transient)
+            case .null: try statement.bindNull(position)
+            case .int(let int): try statement.bind(position, int)
+            case .real(let real): try statement.bind(position, real)
+            case .text(let text): try statement.bind(position, text: text)
             }
-            try check(rc, sql)
         }
         var rows: [[SQLValue]] = []
-        while true {
-            let rc = sqlite3_step(statement)
-            if rc == SQLITE_DONE { return rows }
-            guard rc == SQLITE_ROW else { try check(rc, sql); return rows }
+        while try statement.step() {
             var row: [SQLValue] = []
-            for column in 0..<sqlite3_column_count(statement) {
-                switch sqlite3_column_type(statement, column) {
-                case SQLITE_INTEGER: row.append(.int(sqlite3_column_int64(statement, column)))
-                case SQLITE_FLOAT: row.append(.real(sqlite3_column_double(statement, column)))
+            for column in 0..<statement.columnCount {
+                switch statement.columnType(column) {
+                case SQLITE_INTEGER: row.append(.int(statement.int64(column)))
+                case SQLITE_FLOAT: row.append(.real(statement.double(column)))
                 case SQLITE_NULL: row.append(.null)
-                default:
-                    if let text = sqlite3_column_text(statement, column) {
-                        row.append(.text(String(cString: text)))
-                    } else {
-                        row.append(.null)
-                    }
+                default: row.append(.text(statement.text(column)))
                 }
             }
             rows.append(row)
         }
-    }
-
-    private func prepared(_ sql: String, cached: Bool) throws(Failure) -> OpaquePointer {
-        if cached, let statement = statements[sql] { return statement }
-        var statement: OpaquePointer?
-        try check(sqlite3_prepare_v2(db, sql, -1, &statement, nil), sql)
-        guard let statement else { throw Failure("\(label) '\(path)': empty statement \(sql.prefix(60))") }
-        if cached { statements[sql] = statement }
-        return statement
+        return rows
     }
 
     /// Runs `body` in one write transaction: BEGIN IMMEDIATE takes the write
@@ -154,9 +126,7 @@ public final class SQLiteDatabase<Failure: SQLiteFailure> {
         try query("PRAGMA data_version", cached: false).first?.first?.int ?? 0
     }
 
-    private func check(_ rc: Int32, _ sql: String) throws(Failure) {
-        guard rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE else {
-            throw Failure("\(label) '\(path)': \(String(cString: sqlite3_errmsg(db))) (in: \(sql.prefix(60)))")
-        }
+    private func failure(_ error: SQLiteError, _ sql: String) -> Failure {
+        Failure("\(label) '\(path)': \(error.message) (in: \(sql.prefix(60)))")
     }
 }

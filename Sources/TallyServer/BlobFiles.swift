@@ -156,7 +156,7 @@ final class BlobFiles: Sendable {
         guard failure == 0 else { throw .storageFailed(operation: "write the blob", path: path, errno: failure) }
     }
 
-    private func syncDirectory(_ directory: String) throws(BlobError) {
+    func syncDirectory(_ directory: String) throws(BlobError) {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw .storageFailed(operation: "open a blob directory", path: directory, errno: errno) }
         defer { close(fd) }
@@ -195,7 +195,7 @@ final class BlobFiles: Sendable {
         return total
     }
 
-    private func entries(of directory: String) -> [String] {
+    func entries(of directory: String) -> [String] {
         guard let handle = opendir(directory) else { return [] }
         defer { closedir(handle) }
         var names: [String] = []

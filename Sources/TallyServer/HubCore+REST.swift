@@ -84,6 +84,14 @@ extension HubCore {
                     throw ProtocolError(.resnapshot, "the change log starts after seq \(floor); since=\(since) is too old: read the records again",
                                         details: ["floor": .number(JSONNumber(floor))])
                 }
+                // A seq this hub never reached was seen on a hub whose data was
+                // restored from an older backup: what the caller holds may
+                // include changes this hub does not have (PROTOCOL.md, "since above
+                // the head"), so it starts over, as from below the floor.
+                guard since <= head else {
+                    throw ProtocolError(.resnapshot, "since=\(since) is past this hub's head seq \(head) (its data was restored from an older backup): read the records again",
+                                        details: ["floor": .number(JSONNumber(floor))])
+                }
                 var pushes = stored.prefix(limit).map(\.message)
                 var more = stored.count > limit
                 if !more {

@@ -1,3 +1,5 @@
+import TallySQLite
+
 /// How hard a commit tries to reach the disk: SQLite's `PRAGMA synchronous`.
 ///
 /// sqlite.org/pragma.html#pragma_synchronous: "A transaction committed in WAL
@@ -23,11 +25,12 @@ public enum Durability: String, Sendable, Equatable, CaseIterable {
         }
     }
 
-    var pragmaValue: String {
+    /// The connection setting it stands for.
+    var synchronous: SQLiteConnection.Synchronous {
         switch self {
-        case .off: "OFF"
-        case .normal: "NORMAL"
-        case .full: "FULL"
+        case .off: .off
+        case .normal: .normal
+        case .full: .full
         }
     }
 }

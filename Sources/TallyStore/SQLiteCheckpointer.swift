@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import CSQLite
 import TallyConcurrency
+import TallySQLite
 
 /// Copies the WAL back into the database file on its own thread and
 /// connection, so that no commit ever waits for a checkpoint.

@@ -1,3 +1,4 @@
+import TallySQLite
 /// The record-index statements (schema version 4: `record_index`,
 /// `record_indexes`), kept apart from the record and list statements: the
 /// writer applies the index mutations of a unit with them, a reader answers

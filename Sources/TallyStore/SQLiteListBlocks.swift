@@ -1,4 +1,5 @@
 import TallyProtocol
+import TallySQLite
 
 // Counted blocks (schema version 6, `list_blocks`): SQLite's b-trees keep
 // no counts, so "which entry is at index i" and "what index has this entry"

@@ -1,5 +1,6 @@
 import CSQLite
 import TallyProtocol
+import TallySQLite
 
 /// Reads through its own connection, one owner thread.
 ///
@@ -32,7 +33,7 @@ final class SQLiteReader: StoreReading {
     private let listRanks: SQLiteListRanks
 
     init(path: String, durability: Durability) throws(StoreError) {
-        let c = try SQLiteConnection(path: path, role: .reader, durability: durability)
+        let c = try SQLiteConnection(path: path, role: .reader, synchronous: durability.synchronous)
         connection = c
         recordByName = try c.prepare(
             "SELECT version, seq, created, updated, data FROM records WHERE name = ?1", name: "read record")

@@ -1,5 +1,6 @@
 import CSQLite
 import TallyProtocol
+import TallySQLite
 
 /// The database schema as an explicit list of versioned migrations.
 ///
@@ -93,7 +94,7 @@ enum SQLiteSchema {
             """),
         // A list stored as one blob was rewritten whole by every addEntry:
         // O(n) per write, 1.1 MB per new order once the orders list had
-        // 59,000 entries (issue 14). Each entry is now a row keyed by
+        // 59,000 entries. Each entry is now a row keyed by
         // (list, order key), so a write touches O(log n) pages; the index
         // by entry finds what removeEntry removes. The blobs are decoded
         // here (LEB128 lengths, ListEntriesCodec) into keys 0, 1, 2, …

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import CSQLite
 import TallyConcurrency
+import TallySQLite
 
 /// The durable store: one SQLite file (`tally.sqlite3`) in WAL mode, written
 /// by one writer thread with group commit. See `Store` for the design.
@@ -41,7 +42,7 @@ public final class SQLiteStore: InPlaceCommitting {
         self.durability = durability
         let diagnostics = LockedValueBox(StoreDiagnostics())
         self.diagnostics = diagnostics
-        let connection = try SQLiteConnection(path: path, role: .writer, durability: durability)
+        let connection = try SQLiteConnection(path: path, role: .writer, synchronous: durability.synchronous)
         try SQLiteSchema.migrate(connection)
         do {
             try connection.presizeWAL()
@@ -50,7 +51,7 @@ public final class SQLiteStore: InPlaceCommitting {
             // it still serves reads, and its writes are answered one by one.
         }
         let checkpointer = SQLiteCheckpointer(
-            connection: try SQLiteConnection(path: path, role: .checkpointer, durability: durability),
+            connection: try SQLiteConnection(path: path, role: .checkpointer, synchronous: durability.synchronous),
             diagnostics: diagnostics)
         let writer = try SQLiteWriter(connection: connection, checkpointer: checkpointer, diagnostics: diagnostics,
                                       retention: retention, clock: clock, hooks: hooks)

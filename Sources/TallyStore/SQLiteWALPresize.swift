@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CSQLite
+import TallySQLite
 
 /// Gives the WAL file its working size before the first commit, so that no
 /// commit has to grow it.

@@ -1,4 +1,5 @@
 import CSQLite
+import TallySQLite
 
 /// Retention on the write connection: bounded prune steps in their own
 /// transactions, after commits (see "Retention" in Store.swift). The

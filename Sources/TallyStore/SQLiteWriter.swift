@@ -2,6 +2,7 @@
 import CSQLite
 import TallyProtocol
 import TallyConcurrency
+import TallySQLite
 
 /// The write connection and everything the writer thread does with it:
 /// apply batches of units in one transaction, keep the meta row current,
@@ -173,7 +174,7 @@ final class SQLiteWriter: CommitBackend {
             // A borrowing thread must not sleep in SQLite's busy handler: one
             // try, and a lock held elsewhere is the writer's to wait for.
             sqlite3_busy_timeout(connection.db, 0)
-            defer { sqlite3_busy_timeout(connection.db, SQLiteConnection.busyTimeoutMillis) }
+            defer { sqlite3_busy_timeout(connection.db, connection.busyTimeoutMillis) }
             return applyOnce(units)
         }
         var attempt = 1

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CSQLite
+import TallySQLite
 
 /// A storage failure: the SQLite result code, SQLite's message and what the
 /// store was doing.
@@ -7,63 +8,9 @@ import CSQLite
 /// MemoryStore reports the same codes SQLite would (a change seq that is
 /// already in the log is `SQLITE_CONSTRAINT_PRIMARYKEY` in both), so callers
 /// can handle both backends alike.
-public struct StoreError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// The SQLite result code, extended where SQLite gave one
-    /// (sqlite.org/rescode.html).
-    public var code: Int32
-    /// SQLite's message (`sqlite3_errmsg`) or the store's own words.
-    public var message: String
-    /// What the store was doing: "open", "insert change", "migrate to 1", …
-    public var operation: String
-    /// The errno of the system call that failed underneath, when one did
-    /// (`sqlite3_system_errno`): EACCES, EROFS, ENOSPC say what to fix
-    /// where SQLite's code says only "unable to open" or "I/O error". 0
-    /// when unknown.
-    public var systemErrno: Int32
+public typealias StoreError = SQLiteError
 
-    public init(code: Int32, message: String, operation: String, systemErrno: Int32 = 0) {
-        self.code = code
-        self.message = message
-        self.operation = operation
-        self.systemErrno = systemErrno
-    }
-
-    /// The primary result code (the low 8 bits of an extended one).
-    public var primaryCode: Int32 { code & 0xff }
-
-    /// The database was locked by another connection for longer than the busy timeout.
-    public var isBusy: Bool { primaryCode == SQLITE_BUSY }
-
-    /// A uniqueness or other constraint failed (for example a change seq used twice).
-    public var isConstraintViolation: Bool { primaryCode == SQLITE_CONSTRAINT }
-
-    /// The disk (or the file system's quota) is full.
-    public var isFull: Bool {
-        primaryCode == SQLITE_FULL || systemErrno == ENOSPC || systemErrno == EDQUOT
-    }
-
-    /// A file-system call on `path` failed with `errno`: the error names it
-    /// in words (strerror) and keeps the number for callers that advise.
-    static func fileSystem(_ errno: Int32, operation: String, code: Int32 = SQLITE_CANTOPEN) -> StoreError {
-        StoreError(code: code, message: String(cString: strerror(errno)), operation: operation, systemErrno: errno)
-    }
-
-    /// SQLite's generic words for the code ("database or disk is full"),
-    /// fit for a client: unlike `message`, never a path.
-    public var summary: String {
-        sqlite3_errstr(code).map { String(cString: $0) } ?? "storage error \(code)"
-    }
-
-    public var description: String {
-        let meaning = sqlite3_errstr(code).map { String(cString: $0) } ?? "unknown"
-        let system = systemErrno == 0 ? "" : ", errno \(systemErrno)"
-        return "\(operation): \(message) (SQLite code \(code): \(meaning)\(system))"
-    }
-
-    /// SQLITE_CONSTRAINT_PRIMARYKEY, a macro that does not import:
-    /// `SQLITE_CONSTRAINT | (6<<8)` (sqlite.org/rescode.html#constraint_primarykey).
-    static let constraintPrimaryKey: Int32 = SQLITE_CONSTRAINT | (6 << 8)
-
+extension StoreError {
     /// The store was closed before the unit was submitted.
     static let closed = StoreError(code: SQLITE_MISUSE, message: "the store is closed", operation: "submit")
 

@@ -6,13 +6,14 @@ public struct TestFailure: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// A fresh directory under /tmp, removed with its files on deinit.
+/// A fresh directory under /tmp, removed with everything in it on deinit.
 /// Shared by the test targets (certificates now, stores later).
 public final class TemporaryDirectory {
     public let path: String
 
-    public init(prefix: String = "tally") throws {
-        var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
+    /// - Parameter parent: where to make it (`/dev/shm` for another file system than /tmp's).
+    public init(prefix: String = "tally", in parent: String = "/tmp") throws {
+        var template = Array("\(parent)/\(prefix)-XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { buffer -> String? in
             guard let base = buffer.baseAddress, let result = mkdtemp(base) else { return nil }
             return String(cString: result)
@@ -22,15 +23,31 @@ public final class TemporaryDirectory {
     }
 
     deinit {
-        if let directory = opendir(path) {
-            while let entry = readdir(directory) {
+        Self.remove(path)
+    }
+
+    /// Removes `directory` and everything under it, without following
+    /// symbolic links (tests make nested trees: photo stores, backups).
+    private static func remove(_ directory: String) {
+        if let handle = opendir(directory) {
+            var names: [String] = []
+            while let entry = readdir(handle) {
                 let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                     String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
                 }
-                if name != "." && name != ".." { unlink(path + "/" + name) }
+                if name != "." && name != ".." { names.append(name) }
             }
-            closedir(directory)
+            closedir(handle)
+            for name in names {
+                let path = directory + "/" + name
+                var status = stat()
+                if lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR {
+                    remove(path)
+                } else {
+                    unlink(path)
+                }
+            }
         }
-        rmdir(path)
+        rmdir(directory)
     }
 }

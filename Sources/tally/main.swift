@@ -4,6 +4,8 @@
 /// both the dispatch and the Commands section of the usage.
 let commands: [(name: String, about: String, run: (ArraySlice<String>) throws -> Int32)] = [
     ("serve", "run the hub (HTTP + WebSocket on one port)", ServeCommand.run),
+    ("backup", "copy a running hub's store and photos into a new directory", BackupCommand.run),
+    ("restore", "put a backup in place of a data directory's store", RestoreCommand.run),
     ("get", "print a record (or one path in it)", { try ClientCommands.run("get", $0) }),
     ("set", "set a record, or one value at a path", { try ClientCommands.run("set", $0) }),
     ("del", "delete a record, or one value at a path", { try ClientCommands.run("del", $0) }),

@@ -7,6 +7,7 @@ import TallyProtocol
 @testable import TallyServer
 @_spi(Testing) @testable import TallyStore
 import TallyTestSupport
+import TallySQLite
 
 /// `/v1/resolve` reads a code index kept in the store (`record_index`,
 /// id `HubCore.codeIndexID`), moved by every item write: nothing is read
@@ -53,7 +54,7 @@ import TallyTestSupport
             #expect(try resolve(hub, "sku-7") == "items/saw")
         }
         // A store from before the code index builds it once, at start.
-        let raw = try SQLiteConnection(path: directory.path + "/" + SQLiteStore.fileName, role: .writer, durability: .full)
+        let raw = try SQLiteConnection(path: directory.path + "/" + SQLiteStore.fileName, role: .writer, synchronous: .full)
         try raw.execute("DELETE FROM record_index WHERE idx = '\(HubCore.codeIndexID)'; DELETE FROM record_indexes WHERE idx = '\(HubCore.codeIndexID)'")
         raw.close()
         try withHub(dataDirectory: directory.path) { hub throws in

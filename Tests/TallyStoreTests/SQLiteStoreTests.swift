@@ -2,6 +2,7 @@
 import TallyTestSupport
 import Testing
 @_spi(Testing) @testable import TallyStore
+import TallySQLite
 
 /// What only the SQLite backend has: files, reopening, pragmas, checkpoints.
 @Suite struct SQLiteStoreTests {
@@ -67,7 +68,7 @@ import Testing
             h.store.close()
         }
         let path = directory.path + "/" + SQLiteStore.fileName
-        let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        let raw = try SQLiteConnection(path: path, role: .writer, synchronous: .full)
         try raw.execute("PRAGMA user_version = \(SQLiteSchema.latestVersion + 1)")
         raw.close()
         #expect {
@@ -100,7 +101,7 @@ import Testing
             try h.commit(changes: [change(1, .record, "a"), change(2, .record, "b"), change(3, .record, "c")])
             h.store.close()
         }
-        let raw = try SQLiteConnection(path: directory.path + "/" + SQLiteStore.fileName, role: .writer, durability: .full)
+        let raw = try SQLiteConnection(path: directory.path + "/" + SQLiteStore.fileName, role: .writer, synchronous: .full)
         try raw.execute("UPDATE meta SET value = 1000 WHERE key = 'change_count'")
         raw.close()
         let h = try StoreHarness(.sqlite, directory: directory, retention: StoreRetention(maxChanges: 10))
@@ -126,7 +127,7 @@ import Testing
         }
         // As version 2 left it: no change_bytes row, no record indexes, lists as blobs, no blocks.
         let path = directory.path + "/" + SQLiteStore.fileName
-        let raw = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        let raw = try SQLiteConnection(path: path, role: .writer, synchronous: .full)
         try raw.execute("""
             DELETE FROM meta WHERE key = 'change_bytes'; DROP TABLE record_index; DROP TABLE record_indexes;
             DROP TABLE list_entries; DROP TABLE list_blocks;
@@ -142,7 +143,7 @@ import Testing
             h.store.close()
         }
         // A wrong figure is repaired by the first prune that notices, and nothing is pruned for it.
-        let wrong = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        let wrong = try SQLiteConnection(path: path, role: .writer, synchronous: .full)
         try wrong.execute("UPDATE meta SET value = 1000000 WHERE key = 'change_bytes'")
         wrong.close()
         let h = try StoreHarness(.sqlite, directory: directory, retention: StoreRetention(maxBytes: 10_000))

@@ -3,6 +3,7 @@ import TallyProtocol
 import TallyTestSupport
 import Testing
 @testable import TallyStore
+import TallySQLite
 
 /// A store written by tally 0.3.0 (schema 3, lists as blobs; made by
 /// Tests/fixtures/make_store_fixture.py) opens with this build: migration 4
@@ -90,7 +91,7 @@ import Testing
                             check: (SQLiteConnection) throws -> Void) throws -> TemporaryDirectory {
         let directory = try copy()
         let path = directory.path + "/" + SQLiteStore.fileName
-        let before = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        let before = try SQLiteConnection(path: path, role: .writer, synchronous: .full)
         try before.execute(prepare)
         before.close()
         #expect {
@@ -98,7 +99,7 @@ import Testing
         } throws: { error in
             "\(error)".contains(refusal)
         }
-        let after = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        let after = try SQLiteConnection(path: path, role: .writer, synchronous: .full)
         defer { after.close() }
         try check(after)
         return directory

@@ -2,6 +2,7 @@
 import TallyTestSupport
 import Testing
 @_spi(Testing) @testable import TallyStore
+import TallySQLite
 
 /// Commit in place (`InPlaceCommitting.commitQueued`): a submitter that would otherwise
 /// wait for the writer borrows the idle writer's connection and commits on
@@ -138,7 +139,7 @@ import Testing
         let path = try #require(h.directory).path + "/" + SQLiteStore.fileName
         // Parked first: the writer's own start-up retention step would wait for the lock.
         try await h.waitUntilWriterParks()
-        let other = try SQLiteConnection(path: path, role: .writer, durability: .full)
+        let other = try SQLiteConnection(path: path, role: .writer, synchronous: .full)
         try other.execute("BEGIN IMMEDIATE")
         let unit = h.unit([.putRecord(record("later"))], changes: [change(1, .record, "later")])
         h.lender.submit(unit, wakeWriter: false)

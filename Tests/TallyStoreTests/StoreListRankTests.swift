@@ -1,3 +1,4 @@
+import TallySQLite
 import Testing
 @_spi(Testing) @testable import TallyStore
 import TallyProtocol
