@@ -100,7 +100,7 @@ let package = Package(
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyTestSupport"]),
         .testTarget(name: "TallySQLiteTests", dependencies: ["TallySQLite", "TallyTestSupport"]),
         .testTarget(name: "TallyNetTests",
-                    dependencies: ["TallyConcurrency", "TallyNet", "TallyServer", "TallyTestSupport"]),
+                    dependencies: ["TallyConcurrency", "TallyNet", "TallyServer", "TallyTestSupport", "TallyBench"]),
         .testTarget(name: "TallyClientTests",
                     dependencies: ["TallyConcurrency", "TallyClient", "TallyServer", "TallyNet", "TallyProtocol",
                                    "TallyTestSupport", "TallyHubTestSupport"]),

@@ -115,3 +115,50 @@ extension SoakBenchmark.Result {
 
     static func mib(_ kib: Int) -> String { format(Double(kib) / 1024, 1) }
 }
+
+extension HistoryBenchmark {
+    /// The rates per size, measure and connections; the fills; each rate
+    /// at the largest size ÷ at the smallest against the target.
+    public func report(_ r: Result) -> [[[String]]] {
+        var rows: [[String]] = [["finished orders", "measure", "connections", "acknowledged", "errors", "seconds", "rate (/s)"]]
+        for row in r.rows {
+            rows.append([String(row.size), row.measure.rawValue, String(row.connections), String(row.acknowledged),
+                         String(row.errors), format(row.seconds, 2), row.failed ? "failed" : format(row.rate, 0)])
+        }
+        var fills: [[String]] = [["size", "finished orders", "orders added", "fill time (s)", "orders/s"]]
+        for fill in r.fills {
+            fills.append([String(fill.size), String(fill.finished), String(fill.added), format(fill.seconds, 1),
+                          format(fill.ordersPerSecond, 0)])
+        }
+        let sorted = sizes.sorted()
+        let smallest = sorted.first.map(String.init) ?? "?", largest = sorted.last.map(String.init) ?? "?"
+        var ratios: [[String]] = [["measure", "connections", "rate at \(smallest) (/s)", "rate at \(largest) (/s)",
+                                   "ratio", "target", "met"]]
+        for q in r.ratios {
+            let known = q.smallest > 0 && q.largest > 0
+            ratios.append([q.measure.rawValue, String(q.connections), q.smallest > 0 ? format(q.smallest, 0) : "failed",
+                           q.largest > 0 ? format(q.largest, 0) : "failed", known ? format(q.ratio, 2) + "×" : "n/a",
+                           "≥ " + format(HistoryBenchmark.target, 1) + "×", known ? (q.met ? "yes" : "no") : "n/a"])
+        }
+        return [rows, fills, ratios]
+    }
+}
+
+extension HistoryBenchmark.Result {
+    /// A line per row that could not be measured, with why.
+    public var failedRowLines: [String] {
+        rows.filter(\.failed).map {
+            "\($0.size) orders, \($0.measure.rawValue), \($0.connections) connections failed: \($0.failure ?? "?")"
+        }
+    }
+
+    /// The hub's CPU time per operation at the smallest and largest size
+    /// and its growth: the steadier figure on a shared machine, kept out of
+    /// the tables so their columns stay.
+    public var cpuLines: [String] {
+        ratios.compactMap { q in
+            guard let small = q.smallestCPU, let large = q.largestCPU, let growth = q.cpuRatio else { return nil }
+            return "hub CPU per op, \(q.measure.rawValue), \(q.connections) connections: \(format(small, 1)) → \(format(large, 1)) µs (\(format(growth, 2))×)"
+        }
+    }
+}

@@ -1,16 +1,22 @@
+import TallyClient
+
 /// A command line usage mistake: printed with a hint, exit status 2.
 struct UsageError: Error {
     var message: String
 }
 
 /// Parses `--flag value`, `--flag=value`, `--switch` and positionals against
-/// the options a command declares; anything else is a usage error.
+/// the options a command declares (its `OptionTable`s, and `--help`);
+/// anything else is a usage error.
 struct Arguments {
     private(set) var positionals: [String] = []
     private var values: [String: [String]] = [:]
     private var switches: Set<String> = []
 
-    init(_ args: ArraySlice<String>, command: String, valued: Set<String>, flags: Set<String>) throws(UsageError) {
+    init(_ args: ArraySlice<String>, command: String, options tables: OptionTable...) throws(UsageError) {
+        let valued = tables.reduce(into: Set<String>()) { $0.formUnion($1.valued) }
+        let flags = tables.reduce(into: Set(["help"])) { $0.formUnion($1.flags) }
+        let strict = tables.reduce(into: Set<String>()) { $0.formUnion($1.strict) }
         var iterator = args.makeIterator()
         var onlyPositionals = false
         while let arg = iterator.next() {
@@ -28,6 +34,11 @@ struct Arguments {
             if flags.contains(name) {
                 guard inline == nil else { throw UsageError(message: "--\(name) takes no value") }
                 switches.insert(name)
+            } else if strict.contains(name), inline == nil {
+                guard let value = iterator.next(), !value.hasPrefix("--") else {
+                    throw UsageError(message: "--\(name) needs a value (for a file whose name starts with '--', write ./--name)")
+                }
+                values[name, default: []].append(value)
             } else if valued.contains(name) {
                 guard let value = inline ?? iterator.next() else {
                     throw UsageError(message: "--\(name) needs a value")
@@ -80,25 +91,18 @@ struct Arguments {
         return value * scale
     }
 
-    /// A file of the user's data: `--OPTION FILE`, else `$VARIABLE`, else
-    /// `$XDG_DATA_HOME/tally/NAME`, else `~/.local/share/tally/NAME` (the
-    /// XDG base directory spec's default for user data).
+    /// A file of the user's data: `--OPTION FILE`, else where
+    /// `UserDataFile` places it (`$VARIABLE`, then the XDG data directory).
     static func dataFile(_ flag: String?, option: String, variable: String, name: String,
                          what: String) throws(UsageError) -> String {
-        func env(_ name: String) -> String? {
-            guard let value = environment(name), !value.isEmpty else { return nil }
-            return value
-        }
         if let flag {
             guard !flag.isEmpty else { throw UsageError(message: "--\(option) needs a file name") }
             return flag
         }
-        if let file = env(variable) { return file }
-        if let data = env("XDG_DATA_HOME") { return "\(data)/tally/\(name)" }
-        guard let home = env("HOME") else {
+        guard let path = UserDataFile.path(name, variable: variable) else {
             throw UsageError(message: "cannot place \(what): HOME is not set; use --\(option) FILE or \(variable)")
         }
-        return "\(home)/.local/share/tally/\(name)"
+        return path
     }
 
     func noPositionals(_ command: String) throws(UsageError) {

@@ -17,16 +17,20 @@ enum BackupCommand {
     Put it back with 'tally restore DEST'.
 
     Options:
-      --data DIR   the hub's data directory (default ./tally-data)
-      --json       print DEST/tally-backup.json instead of the summary line
+    \(options.help)
 
     Prints: backed up DIR to DEST: seq S, N records, L lists, P photos (SIZE) in T s
     Exit status: 0 done; 1 the copy failed (DEST is left as it was); 2 usage
     error (no store in DIR, DEST not empty, DEST's parent missing).
     """
 
+    static let options = OptionTable(column: 15, [
+        Option("data", "DIR", "the hub's data directory (default ./tally-data)"),
+        Option("json", nil, "print DEST/tally-backup.json instead of the summary line"),
+    ])
+
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "backup", valued: ["data"], flags: ["json", "help"])
+        let a = try Arguments(args, command: "backup", options: options)
         if a.flag("help") { print(help); return 0 }
         guard a.positionals.count == 1, let destination = a.positionals.first, !destination.isEmpty else {
             throw UsageError(message: "backup needs exactly one DEST directory, e.g. tally backup /var/backups/tally-$(date +%F)")
@@ -107,19 +111,22 @@ enum RestoreCommand {
     ones it saw.
 
     Options:
-      --data DIR  the data directory to restore into (default ./tally-data;
-                  created when missing)
-      --force     replace the store DIR already holds (kept as
-                  DIR/\(HubBackup.replacedStoreName) until you delete it)
-      --json      print the outcome as one JSON object
+    \(options.help)
 
     Exit status: 0 restored; 1 refused or failed, nothing changed (a hub runs
     on DIR, DIR holds a store and --force is missing, the backup is damaged);
     2 usage error (SRC missing or not a backup).
     """
 
+    static let options = OptionTable(column: 14, [
+        Option("data", "DIR", "the data directory to restore into (default ./tally-data;", "created when missing)"),
+        Option("force", nil, "replace the store DIR already holds (kept as",
+               "DIR/\(HubBackup.replacedStoreName) until you delete it)"),
+        Option("json", nil, "print the outcome as one JSON object"),
+    ])
+
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "restore", valued: ["data"], flags: ["force", "json", "help"])
+        let a = try Arguments(args, command: "restore", options: options)
         if a.flag("help") { print(help); return 0 }
         guard a.positionals.count == 1, let source = a.positionals.first, !source.isEmpty else {
             throw UsageError(message: "restore needs exactly one SRC, the directory 'tally backup' made, e.g. tally restore /var/backups/tally-2025-06-01")

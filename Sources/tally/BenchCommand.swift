@@ -5,169 +5,167 @@ import TallyTLS
 
 /// `tally bench …`: load generators that print a table.
 enum BenchCommand {
-    static let help = """
-    Usage: tally bench echo [options]
-           tally bench connections [options]
-           tally bench fanout [options]
-           tally bench writes [options]
-           tally bench startup [options]
-           tally bench soak [options]
-           tally bench history [options]
+    /// Each benchmark: its name, what it does (under the name, from column
+    /// 14), its options and how they make its run.
+    static let benchmarks: [(name: String, about: String, options: OptionTable,
+                             parse: @Sendable (Arguments) throws(UsageError) -> BenchRun)] = [
+        ("echo", "round trips against a WebSocket echo endpoint: latency and messages/s", OptionTable(column: 24, [
+            Option("url", "URL", "(default ws://127.0.0.1:8080/echo)"),
+            Option("connections", "C", "concurrent connections (default 10)"),
+            Option("messages", "N", "round trips per connection (default 10000)"),
+            Option("size", "BYTES", "message size (default 64)"),
+            Option("threads", "N", "client event-loop threads (default 1)"),
+            Option("no-compression", nil, "do not offer permessage-deflate"),
+            Option("insecure", nil, "for wss:// URLs: accept any certificate"),
+        ]), echo),
+        ("connections", """
+        opens many idle WebSocket connections; with --server-pid, the
+                      server's resident memory per connection
+        """, OptionTable(column: 24, [
+            Option("url", "URL", "(default ws://127.0.0.1:8080/echo)"),
+            Option("count", "N", "connections to open (default 10000)"),
+            Option("server-pid", "PID", "process whose /proc/PID/status VmRSS is read"),
+            Option("concurrency", "K", "handshakes in flight at once (default 200)"),
+            Option("threads", "N", "client event-loop threads (default 2)"),
+            Option("subprotocol", "P", "offer this subprotocol (e.g. mqtt for Mosquitto)"),
+            Option("compression", nil, "offer permessage-deflate (idle connections should", "still hold no zlib memory)"),
+            Option("insecure", nil, "for wss:// URLs: accept any certificate"),
+        ]), connections),
+        ("fanout", """
+        S subscribers, one publisher sending U updates/s for D seconds;
+                      latency (send → receipt, CLOCK_MONOTONIC) and the broker's CPU
+                      per delivered message (its threads' run time from
+                      /proc/PID/task/*/schedstat). Each broker runs as a child
+                      process: Tally (this binary, `serve`) and Mosquitto as the
+                      baseline. The brokers take turns in rounds; each row pools
+                      its broker's rounds.
+        """, OptionTable(column: 24, [
+            Option("subscribers", "LIST", "subscriber counts (default 100,1000)"),
+            Option("rate", "U", "updates per second (default 100)"),
+            Option("seconds", "D", "publishing time per broker, shared among the rounds", "(default 10)"),
+            Option("rounds", "K", "turns per broker, each D/K seconds with a fresh", "broker process (default 3)"),
+            Option("mode", "LIST", "events, records and/or record-per-sub (default events)",
+                   "  events: Tally publish to a topic; MQTT PUBLISH", "  records: Tally set of one record all follow;",
+                   "    MQTT retained PUBLISH", "  record-per-sub: each subscriber its own record",
+                   "    (topic), the publisher rotates over them"),
+            Option("broker", "LIST", "tally and/or mosquitto (default tally,mosquitto)"),
+            Option("drain", "SECONDS", "wait for late messages after the last update; later", "ones count as lost (default 2)"),
+            Option("threads", "N", "subscriber event-loop threads (default 1)"),
+            Option("compression", nil, "offer permessage-deflate (pushes then compressed per connection)"),
+            Option("durability", "MODE", "the Tally hub's --durability: full (default), normal or off"),
+        ]), fanout),
+        ("writes", """
+        W writer connections in a closed loop of `set` + acknowledgement
+                      against a Tally hub child with a fresh store: acknowledged
+                      writes/s, acknowledgement latency, hub CPU per write
+        """, OptionTable(column: 24, [
+            Option("writers", "LIST", "writer counts (default 1,10,100)"),
+            Option("seconds", "D", "measuring time per count (default 10)"),
+            Option("durability", "MODE", "the hub's --durability: full (default), normal or off"),
+            Option("records", "N", "write random records among N shared by all writers",
+                   "(default: each writer cycles over its own 1000)"),
+            Option("threads", "N", "client event-loop threads (default 1)"),
+        ]), writes),
+        ("startup", """
+        fills a store with N records, stops the hub, then times
+                      `tally serve` from exec to "listening" and to the first `get`
+        """, OptionTable(column: 24, [
+            Option("records", "N", "records (default 1000000)"),
+            Option("orders", nil, "fill with N finished orders instead (created and",
+                   "advanced to delivered, 1000 per write, through", "1 connection unless --connections); each start",
+                   "also times its first order creation, the first", "write that needs the workflow's stats"),
+            Option("starts", "K", "timed starts; the median is reported (default 3)"),
+            Option("connections", "C", "filling connections (default 4)"),
+            Option("fill-durability", "M", "--durability while filling (default full)"),
+        ]), startup),
+        ("soak", """
+        steady mixed load against a Tally hub child with a fresh store
+                      for a long time: writers run records through their stages and
+                      orders to delivered, subscribers follow records and prefixes,
+                      reconnecting clients leave and resume by seq. Prints the hub's
+                      resident memory over time, then a summary (growth in the second
+                      half); checks every push (in seq order, no repeats, no gaps);
+                      exit status 1 on any delivery or write error
+        """, OptionTable(column: 24, [
+            Option("seconds", "D", "load time (default 600)"),
+            Option("writers", "W", "writer connections, half records, half orders (default 20)"),
+            Option("rate", "R", "writes per second, all writers together (default 840)"),
+            Option("subscribers", "S", "record and prefix subscribers (default 210)"),
+            Option("reconnecting", "C", "clients that reconnect and resume (default 30)"),
+            Option("reconnect-every", "LO-HI", "seconds a reconnecting client stays (default 5-10)"),
+            Option("interval", "SECONDS", "time between table rows (default a twentieth of the run)"),
+            Option("durability", "MODE", "the hub's --durability: full (default), normal or off"),
+            Option("threads", "N", "client event-loop threads (default 1)"),
+            .pair(Option("url", "URL"), Option("hub-pid", "PID"), "soak a hub started elsewhere (under heaptrack,",
+                  "say) instead of a fresh child; RSS is read from PID"),
+        ]), soak),
+        ("history", """
+        whether writes slow down as history grows: a Tally hub child on a
+                      fresh store is filled with finished orders (created and advanced
+                      to delivered in atomic writes of 1000) to each size in turn; at
+                      each size, order creations/s, advances/s and addEntry/s on a big
+                      list are measured from each connection count. Prints rate per
+                      size, measure and connections, then each rate at the largest
+                      size ÷ at the smallest (target ≥ 0.8×); on stderr, the hub's CPU
+                      time per operation (steadier on a shared machine). Exit status 1 when a
+                      row could not be measured (a refusal is shown as a failed row)
+        """, OptionTable(column: 24, [
+            Option("sizes", "LIST", "finished orders (default 1000,100000,1000000)"),
+            Option("list-entries", "N", "entries in the list addEntry appends to, filled",
+                   "once before the first size (default 1000000)"),
+            Option("list", "NAME", "that list (default bench/history-list)"),
+            Option("seconds", "D", "measuring time per row (default 5)"),
+            Option("connections", "LIST", "connection counts (default 1,100)"),
+            Option("window", "N", "requests in flight in total, shared by the", "connections, at least 1 each (default 100)"),
+            Option("fill-connections", "C", "connections filling the hub (default 1)"),
+            Option("fill-batch", "N", "orders (or list entries) per atomic write while", "filling, 1 to 1000 (default 1000)"),
+            Option("durability", "MODE", "the hub's --durability: full (default), normal or off"),
+            Option("threads", "N", "client event-loop threads (default 1)"),
+            Option("json", nil, "print the result as JSON instead of tables"),
+        ]), history),
+    ]
 
-    echo          round trips against a WebSocket echo endpoint: latency and messages/s
-      --url URL             (default ws://127.0.0.1:8080/echo)
-      --connections C       concurrent connections (default 10)
-      --messages N          round trips per connection (default 10000)
-      --size BYTES          message size (default 64)
-      --threads N           client event-loop threads (default 1)
-      --no-compression      do not offer permessage-deflate
-
-    connections   opens many idle WebSocket connections; with --server-pid, the
-                  server's resident memory per connection
-      --url URL             (default ws://127.0.0.1:8080/echo)
-      --count N             connections to open (default 10000)
-      --server-pid PID      process whose /proc/PID/status VmRSS is read
-      --concurrency K       handshakes in flight at once (default 200)
-      --threads N           client event-loop threads (default 2)
-      --subprotocol P       offer this subprotocol (e.g. mqtt for Mosquitto)
-      --compression         offer permessage-deflate (idle connections should
-                            still hold no zlib memory)
-      --insecure            for wss:// URLs: accept any certificate
-
-    fanout        S subscribers, one publisher sending U updates/s for D seconds;
-                  latency (send → receipt, CLOCK_MONOTONIC) and the broker's CPU
-                  per delivered message (its threads' run time from
-                  /proc/PID/task/*/schedstat). Each broker runs as a child
-                  process: Tally (this binary, `serve`) and Mosquitto as the
-                  baseline. The brokers take turns in rounds; each row pools
-                  its broker's rounds.
-      --subscribers LIST    subscriber counts (default 100,1000)
-      --rate U              updates per second (default 100)
-      --seconds D           publishing time per broker, shared among the rounds
-                            (default 10)
-      --rounds K            turns per broker, each D/K seconds with a fresh
-                            broker process (default 3)
-      --mode LIST           events, records and/or record-per-sub (default events)
-                              events: Tally publish to a topic; MQTT PUBLISH
-                              records: Tally set of one record all follow;
-                                MQTT retained PUBLISH
-                              record-per-sub: each subscriber its own record
-                                (topic), the publisher rotates over them
-      --broker LIST         tally and/or mosquitto (default tally,mosquitto)
-      --drain SECONDS       wait for late messages after the last update; later
-                            ones count as lost (default 2)
-      --threads N           subscriber event-loop threads (default 1)
-      --compression         offer permessage-deflate (pushes then compressed per connection)
-      --durability MODE     the Tally hub's --durability: full (default), normal or off
-
-    writes        W writer connections in a closed loop of `set` + acknowledgement
-                  against a Tally hub child with a fresh store: acknowledged
-                  writes/s, acknowledgement latency, hub CPU per write
-      --writers LIST        writer counts (default 1,10,100)
-      --seconds D           measuring time per count (default 10)
-      --durability MODE     the hub's --durability: full (default), normal or off
-      --records N           write random records among N shared by all writers
-                            (default: each writer cycles over its own 1000)
-      --threads N           client event-loop threads (default 1)
-
-    startup       fills a store with N records, stops the hub, then times
-                  `tally serve` from exec to "listening" and to the first `get`
-      --records N           records (default 1000000)
-      --orders              fill with N finished orders instead (created and
-                            advanced to delivered, 1000 per write, through
-                            1 connection unless --connections); each start
-                            also times its first order creation, the first
-                            write that needs the workflow's stats
-      --starts K            timed starts; the median is reported (default 3)
-      --connections C       filling connections (default 4)
-      --fill-durability M   --durability while filling (default full)
-
-    soak          steady mixed load against a Tally hub child with a fresh store
-                  for a long time: writers run records through their stages and
-                  orders to delivered, subscribers follow records and prefixes,
-                  reconnecting clients leave and resume by seq. Prints the hub's
-                  resident memory over time, then a summary (growth in the second
-                  half); checks every push (in seq order, no repeats, no gaps);
-                  exit status 1 on any delivery or write error
-      --seconds D           load time (default 600)
-      --writers W           writer connections, half records, half orders (default 20)
-      --rate R              writes per second, all writers together (default 840)
-      --subscribers S       record and prefix subscribers (default 210)
-      --reconnecting C      clients that reconnect and resume (default 30)
-      --reconnect-every LO-HI  seconds a reconnecting client stays (default 5-10)
-      --interval SECONDS    time between table rows (default a twentieth of the run)
-      --durability MODE     the hub's --durability: full (default), normal or off
-      --threads N           client event-loop threads (default 1)
-      --url URL --hub-pid PID  soak a hub started elsewhere (under heaptrack,
-                            say) instead of a fresh child; RSS is read from PID
-
-    history       whether writes slow down as history grows: a Tally hub child on a
-                  fresh store is filled with finished orders (created and advanced
-                  to delivered in atomic writes of 1000) to each size in turn; at
-                  each size, order creations/s, advances/s and addEntry/s on a big
-                  list are measured from each connection count. Prints rate per
-                  size, measure and connections, then each rate at the largest
-                  size ÷ at the smallest (target ≥ 0.8×); on stderr, the hub's CPU
-                  time per operation (steadier on a shared machine). Exit status 1 when a
-                  row could not be measured (a refusal is shown as a failed row)
-      --sizes LIST          finished orders (default 1000,100000,1000000)
-      --list-entries N      entries in the list addEntry appends to, filled
-                            once before the first size (default 1000000)
-      --list NAME           that list (default bench/history-list)
-      --seconds D           measuring time per row (default 5)
-      --connections LIST    connection counts (default 1,100)
-      --window N            requests in flight in total, shared by the
-                            connections, at least 1 each (default 100)
-      --fill-connections C  connections filling the hub (default 1)
-      --fill-batch N        orders (or list entries) per atomic write while
-                            filling, 1 to 1000 (default 1000)
-      --durability MODE     the hub's --durability: full (default), normal or off
-      --threads N           client event-loop threads (default 1)
-      --json                print the result as JSON instead of tables
-    """
+    static let help = "Usage: " + benchmarks.map { "tally bench \($0.name) [options]" }.joined(separator: "\n       ") + "\n\n"
+        + benchmarks.map { $0.name.padding(to: 14) + $0.about + "\n" + $0.options.help }.joined(separator: "\n\n")
 
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let which = args.first, which != "--help", which != "help" else { print(help); return 0 }
-        switch which {
-        case "echo": return try echo(args.dropFirst())
-        case "connections": return try connections(args.dropFirst())
-        case "fanout": return try fanout(args.dropFirst())
-        case "writes": return try writes(args.dropFirst())
-        case "startup": return try startup(args.dropFirst())
-        case "soak": return try soak(args.dropFirst())
-        case "history": return try history(args.dropFirst())
-        default: throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, writes, startup, soak or history")
+        guard let bench = benchmarks.first(where: { $0.name == which }) else {
+            throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, writes, startup, soak or history")
         }
+        let a = try Arguments(args.dropFirst(), command: "bench \(which)", options: bench.options)
+        if a.flag("help") { print(help); return 0 }
+        try a.noPositionals("bench \(which)")
+        let run = try bench.parse(a)
+        let report: BenchRun.Report
+        do {
+            report = try run.run(log: progress, opened: { fputs("\r  opened \($0)", stderr) }) { row, error in
+                Failure.warn(CommandFailure.benchmark(row, error))
+            }
+        } catch {
+            throw CommandFailure.benchmark(error.label, error.error)
+        }
+        if case .connections = run { fputs("\n", stderr) }
+        if let json = report.json {
+            print(json)
+        } else {
+            print(report.tables.map(renderTable).joined(separator: "\n"), terminator: "")
+        }
+        report.notes.forEach(progress)
+        return report.failed ? 1 : 0
     }
 
-    private static func echo(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "bench echo",
-                              valued: ["url", "connections", "messages", "size", "threads"],
-                              flags: ["no-compression", "insecure", "help"])
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench echo")
+    private static func echo(_ a: Arguments) throws(UsageError) -> BenchRun {
         var bench = EchoBenchmark(url: a.string("url") ?? "ws://127.0.0.1:8080/echo")
         bench.connections = try a.int("connections", in: 1...10_000) ?? 10
         bench.messagesPerConnection = try a.int("messages", in: 1...100_000_000) ?? 10_000
         bench.size = try a.int("size", in: 0...(64 << 20)) ?? 64
         bench.options.deflate.enabled = !a.flag("no-compression")
         if a.flag("insecure") { bench.tls = try? TLSContext.client(verifyPeer: false) }
-        raiseDescriptorLimit()
-        do {
-            let group = try EventLoopGroup(threads: try a.int("threads", in: 1...64) ?? 1)
-            print(renderTable(bench.report(try bench.run(group: group))), terminator: "")
-            return 0
-        } catch {
-            throw CommandFailure.benchmark(nil, error)
-        }
+        return .echo(bench, threads: try a.int("threads", in: 1...64) ?? 1)
     }
 
-    private static func connections(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "bench connections",
-                              valued: ["url", "count", "server-pid", "concurrency", "threads", "subprotocol"],
-                              flags: ["compression", "insecure", "help"])
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench connections")
+    private static func connections(_ a: Arguments) throws(UsageError) -> BenchRun {
         var bench = ConnectionsBenchmark(url: a.string("url") ?? "ws://127.0.0.1:8080/echo")
         bench.count = try a.int("count", in: 1...1_000_000) ?? 10_000
         bench.concurrency = try a.int("concurrency", in: 1...10_000) ?? 200
@@ -175,19 +173,7 @@ enum BenchCommand {
         bench.options.deflate.enabled = a.flag("compression")
         if a.flag("insecure") { bench.tls = try? TLSContext.client(verifyPeer: false) }
         if let subprotocol = a.string("subprotocol") { bench.subprotocols = [subprotocol] }
-        raiseDescriptorLimit()
-        let r: ConnectionsBenchmark.Result
-        do {
-            let group = try EventLoopGroup(threads: try a.int("threads", in: 1...64) ?? 2)
-            r = try bench.run(group: group) { opened in
-                fputs("\r  opened \(opened)", stderr)
-            }
-        } catch {
-            throw CommandFailure.benchmark(nil, error)
-        }
-        fputs("\n", stderr)
-        print(renderTable(r.report), terminator: "")
-        return r.failed == 0 ? 0 : 1
+        return .connections(bench, threads: try a.int("threads", in: 1...64) ?? 2)
     }
 
     private static func progress(_ line: String) { fputs("  \(line)\n", stderr) }
@@ -224,87 +210,49 @@ enum BenchCommand {
         return s
     }
 
-    private static func fanout(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "bench fanout",
-                              valued: ["subscribers", "rate", "seconds", "mode", "broker", "drain", "threads", "durability",
-                                       "rounds"],
-                              flags: ["compression", "help"])
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench fanout")
+    /// Each comma-separated name of `--NAME` as a `T`, or a usage error
+    /// saying which names it takes.
+    private static func names<T: RawRepresentable<String>>(_ a: Arguments, _ name: String, default value: String,
+                                                          takes: String) throws(UsageError) -> [T] {
+        var list: [T] = []
+        for part in (a.string(name) ?? value).split(separator: ",") {
+            guard let item = T(rawValue: String(part)) else {
+                throw UsageError(message: "--\(name) takes \(takes), not '\(part)'")
+            }
+            list.append(item)
+        }
+        return list
+    }
+
+    private static func fanout(_ a: Arguments) throws(UsageError) -> BenchRun {
         let counts = try intList(a, "subscribers", default: [100, 1000], in: 1...20_000)
-        let rate = try a.int("rate", in: 1...100_000) ?? 100
-        let duration = try seconds(a, "seconds", default: 10)
-        let drain = try seconds(a, "drain", default: 2)
-        let threads = try a.int("threads", in: 1...64) ?? 1
-        let rounds = try a.int("rounds", in: 1...100) ?? 3
-        let durability = try durabilityMode(a)
-        var modes: [FanoutBenchmark.Mode] = []
-        for name in (a.string("mode") ?? "events").split(separator: ",") {
-            guard let mode = FanoutBenchmark.Mode(rawValue: String(name)) else {
-                throw UsageError(message: "--mode takes events, records or record-per-sub, not '\(name)'")
-            }
-            modes.append(mode)
-        }
-        var brokers: [BrokerProcess.Kind] = []
-        for name in (a.string("broker") ?? "tally,mosquitto").split(separator: ",") {
-            guard let broker = BrokerProcess.Kind(rawValue: String(name)) else {
-                throw UsageError(message: "--broker takes tally and/or mosquitto, not '\(name)'")
-            }
-            brokers.append(broker)
-        }
-        raiseDescriptorLimit()
         var template = FanoutBenchmark(broker: .tally, mode: .events)
-        template.rate = rate
-        template.drainSeconds = drain
-        template.threads = threads
+        template.rate = try a.int("rate", in: 1...100_000) ?? 100
+        let duration = try seconds(a, "seconds", default: 10)
+        template.drainSeconds = try seconds(a, "drain", default: 2)
+        template.threads = try a.int("threads", in: 1...64) ?? 1
+        let rounds = try a.int("rounds", in: 1...100) ?? 3
+        template.durability = try durabilityMode(a)
+        let modes: [FanoutBenchmark.Mode] = try names(a, "mode", default: "events", takes: "events, records or record-per-sub")
+        let brokers: [BrokerProcess.Kind] = try names(a, "broker", default: "tally,mosquitto", takes: "tally and/or mosquitto")
         template.compression = a.flag("compression")
-        template.durability = durability
         var bench = FanoutRounds(template: template)
         (bench.modes, bench.subscriberCounts, bench.brokers) = (modes, counts, brokers)
         (bench.rounds, bench.seconds) = (rounds, duration)
-        let outcome = bench.run(log: progress) { round, error in Failure.warn(CommandFailure.benchmark(round, error)) }
-        print(renderTable(outcome.report), terminator: "")
-        return outcome.failed ? 1 : 0
+        return .fanout(bench)
     }
 
-    private static func writes(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "bench writes",
-                              valued: ["writers", "seconds", "durability", "records", "threads"], flags: ["help"])
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench writes")
+    private static func writes(_ a: Arguments) throws(UsageError) -> BenchRun {
         let counts = try intList(a, "writers", default: [1, 10, 100], in: 1...10_000)
-        let duration = try seconds(a, "seconds", default: 10)
-        let durability = try durabilityMode(a)
-        let records = try a.int("records", in: 1...100_000_000)
-        let threads = try a.int("threads", in: 1...64) ?? 1
-        raiseDescriptorLimit()
-        var rows = [WriteBenchmark.reportHeader]
-        var failed = false
-        for count in counts {
-            var bench = WriteBenchmark()
-            bench.writers = count
-            bench.seconds = duration
-            bench.durability = durability
-            bench.records = records
-            bench.threads = threads
-            do {
-                let r = try bench.run(log: progress)
-                rows.append(bench.reportRow(r))
-                if r.errors > 0 { failed = true }
-            } catch {
-                Failure.warn(CommandFailure.benchmark("writes \(count)", error))
-                failed = true
-            }
-        }
-        print(renderTable(rows), terminator: "")
-        return failed ? 1 : 0
+        var bench = WriteBenchmark()
+        bench.seconds = try seconds(a, "seconds", default: 10)
+        bench.durability = try durabilityMode(a)
+        bench.records = try a.int("records", in: 1...100_000_000)
+        bench.threads = try a.int("threads", in: 1...64) ?? 1
+        return .writes(bench, writerCounts: counts)
     }
 
-    private static func startup(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "bench startup",
-                              valued: ["records", "starts", "connections", "fill-durability"], flags: ["orders", "help"])
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench startup")
+    private static func startup(_ a: Arguments) throws(UsageError) -> BenchRun {
         var bench = BrokerStartupBenchmark()
         if a.flag("orders") { bench.kind = .orders }
         bench.records = try a.int("records", in: 1...100_000_000) ?? 1_000_000
@@ -313,22 +261,10 @@ enum BenchCommand {
         // at once, and the list of open orders is rewritten whole per change.
         bench.connections = try a.int("connections", in: 1...64) ?? (bench.kind == .orders ? 1 : 4)
         bench.fillDurability = a.string("fill-durability") ?? "full"
-        raiseDescriptorLimit()
-        do {
-            print(renderTable(bench.report(try bench.run(log: progress))), terminator: "")
-            return 0
-        } catch {
-            throw CommandFailure.benchmark("startup", error)
-        }
+        return .startup(bench)
     }
 
-    private static func soak(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "bench soak",
-                              valued: ["seconds", "writers", "rate", "subscribers", "reconnecting", "reconnect-every",
-                                       "interval", "durability", "threads", "url", "hub-pid"],
-                              flags: ["help"])
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench soak")
+    private static func soak(_ a: Arguments) throws(UsageError) -> BenchRun {
         var bench = SoakBenchmark()
         bench.seconds = try seconds(a, "seconds", default: 600)
         guard bench.seconds >= 1 else { throw UsageError(message: "--seconds must be at least 1") }
@@ -355,24 +291,10 @@ enum BenchCommand {
         case (nil, nil): break
         default: throw UsageError(message: "--url and --hub-pid go together: the hub to load and the process to measure")
         }
-        raiseDescriptorLimit()
-        let r: SoakBenchmark.Result
-        do { r = try bench.run(log: progress) } catch {
-            throw CommandFailure.benchmark("soak", error)
-        }
-        print(renderTable(r.samplesReport))
-        print(renderTable(r.summaryReport), terminator: "")
-        r.problemLines.forEach(progress)
-        return r.errors == 0 ? 0 : 1
+        return .soak(bench)
     }
 
-    private static func history(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "bench history",
-                              valued: ["sizes", "list-entries", "list", "seconds", "connections", "window", "fill-connections", "fill-batch",
-                                       "durability", "threads"],
-                              flags: ["json", "help"])
-        if a.flag("help") { print(help); return 0 }
-        try a.noPositionals("bench history")
+    private static func history(_ a: Arguments) throws(UsageError) -> BenchRun {
         var bench = HistoryBenchmark()
         bench.sizes = try intList(a, "sizes", default: bench.sizes, in: 0...100_000_000)
         bench.listEntries = try a.int("list-entries", in: 0...100_000_000) ?? bench.listEntries
@@ -383,54 +305,8 @@ enum BenchCommand {
         bench.window = try a.int("window", in: 1...100_000) ?? bench.window
         bench.fillConnections = try a.int("fill-connections", in: 1...64) ?? bench.fillConnections
         bench.batch = try a.int("fill-batch", in: 1...1000) ?? bench.batch
-        bench.durability = a.string("durability") ?? "full"
-        guard ["full", "normal", "off"].contains(bench.durability) else {
-            throw UsageError(message: "--durability must be full, normal or off, not '\(bench.durability)'")
-        }
+        bench.durability = try durabilityMode(a)
         bench.threads = try a.int("threads", in: 1...64) ?? 1
-        raiseDescriptorLimit()
-        let r: HistoryBenchmark.Result
-        do { r = try bench.run(log: progress) } catch {
-            printError("history: \(error)")
-            return 1
-        }
-        let failed = r.rows.contains { $0.failed }
-        for row in r.rows where row.failed {
-            progress("\(row.size) orders, \(row.measure.rawValue), \(row.connections) connections failed: \(row.failure ?? "?")")
-        }
-        if a.flag("json") {
-            print(r.json)
-            return failed ? 1 : 0
-        }
-        var rows: [[String]] = [["finished orders", "measure", "connections", "acknowledged", "errors", "seconds", "rate (/s)"]]
-        for row in r.rows {
-            rows.append([String(row.size), row.measure.rawValue, String(row.connections), String(row.acknowledged),
-                         String(row.errors), format(row.seconds, 2), row.failed ? "failed" : format(row.rate, 0)])
-        }
-        print(renderTable(rows))
-        var fills: [[String]] = [["size", "finished orders", "orders added", "fill time (s)", "orders/s"]]
-        for fill in r.fills {
-            fills.append([String(fill.size), String(fill.finished), String(fill.added), format(fill.seconds, 1), format(fill.ordersPerSecond, 0)])
-        }
-        print(renderTable(fills))
-        let sizes = bench.sizes.sorted()
-        let smallest = sizes.first.map(String.init) ?? "?", largest = sizes.last.map(String.init) ?? "?"
-        var ratios: [[String]] = [["measure", "connections", "rate at \(smallest) (/s)", "rate at \(largest) (/s)",
-                                   "ratio", "target", "met"]]
-        for q in r.ratios {
-            let known = q.smallest > 0 && q.largest > 0
-            ratios.append([q.measure.rawValue, String(q.connections), q.smallest > 0 ? format(q.smallest, 0) : "failed",
-                           q.largest > 0 ? format(q.largest, 0) : "failed", known ? format(q.ratio, 2) + "×" : "n/a",
-                           "≥ " + format(HistoryBenchmark.target, 1) + "×", known ? (q.met ? "yes" : "no") : "n/a"])
-        }
-        print(renderTable(ratios), terminator: "")
-        // The steadier figure on a shared machine, on stderr beside the
-        // progress (the tables keep their columns).
-        for q in r.ratios {
-            guard let small = q.smallestCPU, let large = q.largestCPU, let growth = q.cpuRatio else { continue }
-            progress("hub CPU per op, \(q.measure.rawValue), \(q.connections) connections: \(format(small, 1)) → \(format(large, 1)) µs (\(format(growth, 2))×)")
-        }
-        if let failure = r.listFailure { progress("list: \(failure)") }
-        return failed ? 1 : 0
+        return .history(bench, json: a.flag("json"))
     }
 }

@@ -3,11 +3,14 @@ import TallyClient
 
 /// `tally get|set|del|watch|list|emit|on`: the hub's operations from the shell.
 enum ClientCommands {
-    static let commonOptions = """
-    Common options:
-    \(HubAccess.help)
-      --json         machine-readable output (one JSON object per line)
-    """
+    /// What every client command takes besides `HubAccess.options`.
+    static let options = OptionTable(column: 17, [
+        Option("json", nil, "machine-readable output (one JSON object per line)"),
+        // Described in each command's usage line and help.
+        Option("path", "P"), Option("since", "SEQ"), Option("if-version", "N"), Option("idem", "KEY"), Option("at", "I"),
+    ])
+
+    static let commonOptions = "Common options:\n\(HubAccess.options.help)\n\(options.help)"
 
     static let helps: [String: String] = [
         "get": "Usage: tally get NAME [--path P] [--json]\n\nPrints the record's data (or the value at --path). With --json: {\"name\",\"version\",\"seq\",\"data\"}.",
@@ -19,147 +22,98 @@ enum ClientCommands {
         "on": "Usage: tally on TOPIC [--json]\n\nPrints each event published to TOPIC until interrupted.",
     ]
 
-    static func run(_ command: String, _ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: command,
-                              valued: HubAccess.valuedOptions.union(["path", "since", "if-version", "idem", "at"]),
-                              flags: HubAccess.flagOptions.union(["json", "help"]))
+    static func run(_ command: String, _ args: ArraySlice<String>) throws -> Int32 {
+        let a = try Arguments(args, command: command, options: options, HubAccess.options)
         if a.flag("help") {
             print(helps[command]! + "\n\n" + commonOptions)
             return 0
         }
-        return try perform(command, a) { context in
-            switch command {
-            case "get": try get(context)
-            case "set": try set(context)
-            case "del": try del(context)
-            case "watch": try watch(context)
-            case "list": try list(context)
-            case "emit": try emit(context)
-            case "on": try on(context)
-            default: throw UsageError(message: "unknown command '\(command)'")
-            }
+        switch command {
+        case "get": try get(a)
+        case "set": try set(a)
+        case "del": try del(a)
+        case "watch": try watch(a)
+        case "list": try list(a)
+        case "emit": try emit(a)
+        default: try on(a)
         }
-    }
-
-    /// Runs a client command's body with a connection context, mapping its
-    /// failures to messages and exit statuses: usage mistakes and refused
-    /// arguments 2, everything else (unreachable hub, refusals) 1.
-    static func perform(_ command: String, _ a: Arguments, _ body: (Context) throws -> Void) throws(UsageError) -> Int32 {
-        do {
-            try body(Context(arguments: a))
-            return 0
-        } catch let error as UsageError {
-            throw error
-        } catch {
-            return Failure.report(error, command: command)
-        }
-    }
-
-    struct Context {
-        let arguments: Arguments
-        var json: Bool { arguments.flag("json") }
-        func connect() throws(HubError) -> BlockingTallyClient { try BlockingTallyClient(access: HubAccess(arguments)) }
-
-        /// One request on a fresh connection: the reply without `id` and `ok`.
-        func ask(_ message: JSONObject) throws(HubError) -> JSONObject {
-            let client = try connect()
-            defer { client.close() }
-            var reply = try client.request(message)
-            reply["id"] = nil
-            reply["ok"] = nil
-            return reply
-        }
+        return 0
     }
 
     // MARK: Commands
 
-    static func get(_ c: Context) throws -> Void {
-        let p = c.arguments.positionals
+    static func get(_ a: Arguments) throws {
+        let p = a.positionals
         guard p.count == 1 else { throw UsageError(message: "get needs exactly one record name") }
         try Names.validate(p[0], field: "NAME")
         var message: JSONObject = ["op": "get", "name": .string(p[0])]
-        if let path = c.arguments.string("path") { message["path"] = .string(path) }
-        let reply = try c.ask(message)
-        if c.json {
+        if let path = a.string("path") { message["path"] = .string(path) }
+        let reply = try BlockingTallyClient.ask(HubAccess(a), message)
+        if a.flag("json") {
             output(.object(reply))
         } else {
             output(reply["path"] != nil ? reply["value"] ?? .null : reply["data"] ?? .null, pretty: true)
         }
     }
 
-    static func set(_ c: Context) throws -> Void {
-        let p = c.arguments.positionals
+    static func set(_ a: Arguments) throws {
+        let p = a.positionals
         guard p.count == 2 || p.count == 3 else {
             throw UsageError(message: "set needs NAME [PATH] VALUE, e.g. tally set orders/42 stage ready")
         }
         try Names.validate(p[0], field: "NAME")
-        var message: JSONObject = ["op": "set", "name": .string(p[0])]
         let value = parseValue(p[p.count - 1])
-        if p.count == 3 {
-            message["path"] = .string(p[1])
-            message["value"] = value
-        } else {
-            guard case .object = value else {
-                throw UsageError(message: "a whole record is a JSON object, e.g. '{\"stage\":\"ready\"}'; to set one field give a PATH")
-            }
-            message["data"] = value
+        if p.count == 3 { return try write(a, .set(p[0], path: p[1], value: value, version: try ifVersion(a))) }
+        guard case .object(let data) = value else {
+            throw UsageError(message: "a whole record is a JSON object, e.g. '{\"stage\":\"ready\"}'; to set one field give a PATH")
         }
-        try writeOptions(c, into: &message)
-        try write(c, message)
+        try write(a, .set(p[0], data: data, version: try ifVersion(a)))
     }
 
-    static func del(_ c: Context) throws -> Void {
-        let p = c.arguments.positionals
+    static func del(_ a: Arguments) throws {
+        let p = a.positionals
         guard p.count == 1 || p.count == 2 else { throw UsageError(message: "del needs NAME [PATH]") }
         try Names.validate(p[0], field: "NAME")
-        var message: JSONObject = ["op": "delete", "name": .string(p[0])]
-        if p.count == 2 { message["path"] = .string(p[1]) }
-        try writeOptions(c, into: &message)
-        try write(c, message)
+        try write(a, .delete(p[0], path: p.count == 2 ? p[1] : nil, version: try ifVersion(a)))
     }
 
-    private static func writeOptions(_ c: Context, into message: inout JSONObject) throws(UsageError) {
-        if let text = c.arguments.string("if-version") {
-            guard let version = Int64(text), version >= 0 else {
-                throw UsageError(message: "--if-version must be a version number (0: must not exist), not '\(text)'")
-            }
-            message["version"] = .number(JSONNumber(version))
+    /// `--if-version N`: refuse unless the record is at version N.
+    static func ifVersion(_ a: Arguments) throws(UsageError) -> Int64? {
+        guard let text = a.string("if-version") else { return nil }
+        guard let version = Int64(text), version >= 0 else {
+            throw UsageError(message: "--if-version must be a version number (0: must not exist), not '\(text)'")
         }
-        if let key = c.arguments.string("idem") { message["idem"] = .string(key) }
+        return version
     }
 
-    private static func write(_ c: Context, _ message: JSONObject) throws {
-        let reply = try c.ask(message)
-        if c.json {
-            output(.object(reply))
-        } else {
-            let name = reply["name"]?.stringValue ?? reply["list"]?.stringValue ?? ""
-            let version = reply["version"].map { "\($0)" } ?? "?"
-            let seq = reply["seq"].map { "\($0)" } ?? "?"
-            print("\(name) version \(version) (seq \(seq))")
-        }
+    private static func write(_ a: Arguments, _ operation: WriteOperation) throws {
+        let reply = try BlockingTallyClient.write(HubAccess(a), operation, idem: a.string("idem"))
+        if a.flag("json") { return output(.object(reply)) }
+        let name = reply["name"]?.stringValue ?? reply["list"]?.stringValue ?? ""
+        print("\(name) version \(reply["version"].map { "\($0)" } ?? "?") (seq \(reply["seq"].map { "\($0)" } ?? "?"))")
     }
 
-    static func watch(_ c: Context) throws -> Void {
-        let p = c.arguments.positionals
+    static func watch(_ a: Arguments) throws {
+        let p = a.positionals
         guard p.count == 1 else { throw UsageError(message: "watch needs one NAME, or a PREFIX ending in '/'") }
         let target = p[0]
         var subscribe: JSONObject = ["op": "subscribe"]
         if target.hasSuffix("/") || target.isEmpty {
             try Names.validatePrefix(target, field: "PREFIX")
-            guard c.arguments.string("path") == nil else { throw UsageError(message: "--path goes with a record name, not a prefix") }
+            guard a.string("path") == nil else { throw UsageError(message: "--path goes with a record name, not a prefix") }
             subscribe["prefix"] = .string(target)
         } else {
             try Names.validate(target, field: "NAME")
             subscribe["name"] = .string(target)
-            if let path = c.arguments.string("path") { subscribe["path"] = .string(path) }
+            if let path = a.string("path") { subscribe["path"] = .string(path) }
         }
         var since: Int64?
-        if let text = c.arguments.string("since") {
+        if let text = a.string("since") {
             guard let value = Int64(text), value >= 0 else { throw UsageError(message: "--since must be a sequence number") }
             since = value
         }
-        var follower = BlockingFollower(access: HubAccess(c.arguments), subscribe: subscribe, since: since)
+        let json = a.flag("json")
+        var follower = BlockingFollower(access: HubAccess(a), subscribe: subscribe, since: since)
         try follower.run { event in
             switch event {
             case .reconnected(let url):
@@ -167,13 +121,14 @@ enum ClientCommands {
             case .resnapshot(let since):
                 fputs("tally: the hub's change log no longer reaches back to seq \(since); showing the current state instead\n", stderr)
             case .snapshot(let reply):
-                if !c.json {
-                    showSnapshot(reply)
+                if !json {
+                    BlockingFollower.snapshotLines(reply).forEach { print($0) }
+                    fflush(stdout)
                 } else if reply["resnapshot"] == .bool(true) {
-                    showSnapshotJSON(reply)
+                    BlockingFollower.snapshotPushes(reply).forEach { output(.object($0)) }
                 }
             case .change(let change):
-                show(change: change, c)
+                json ? output(.object(change)) : output(line: BlockingFollower.line(change))
             case .lost(let error):
                 fputs("tally: \(Failure.message(error)); reconnecting…\n", stderr)
             }
@@ -181,48 +136,14 @@ enum ClientCommands {
         }
     }
 
-    private static func showSnapshot(_ reply: JSONObject) {
-        if case .object(let record)? = reply["record"] {
-            print("current \(record["name"]?.stringValue ?? "") v\(record["version"].map { "\($0)" } ?? "?"): \((record["data"] ?? record["value"] ?? .null).serializedString)")
-        } else if case .array(let records)? = reply["records"] {
-            for case .object(let record) in records {
-                print("current \(record["name"]?.stringValue ?? "") v\(record["version"].map { "\($0)" } ?? "?"): \((record["data"] ?? .null).serializedString)")
-            }
-        }
-        fflush(stdout)
-    }
-
-    /// After a resnapshot, each current record as one line shaped like a
-    /// push (`"op":"snapshot"`), so a --json consumer can resynchronise.
-    private static func showSnapshotJSON(_ reply: JSONObject) {
-        var records: [JSONValue] = reply["records"]?.arrayValue ?? []
-        if let record = reply["record"], record != .null { records.append(record) }
-        if let list = reply["list"], list != .null { records.append(list) }
-        for case .object(var record) in records {
-            record["op"] = "snapshot"
-            output(.object(record))
-        }
-    }
-
-    private static func show(change: JSONObject, _ c: Context) {
-        if c.json { return output(.object(change)) }
-        let name = change["name"]?.stringValue ?? change["list"]?.stringValue ?? change["topic"]?.stringValue ?? ""
-        let kind = change["kind"]?.stringValue ?? change["op"]?.stringValue ?? ""
-        var line = "\(change["seq"].map { "\($0)" } ?? "-") \(name) v\(change["version"].map { "\($0)" } ?? "-") \(kind)"
-        if let path = change["path"]?.stringValue { line += " \(path)" }
-        if let value = change["data"] ?? change["value"] ?? change["entries"] ?? change["entry"] { line += " \(value.serializedString)" }
-        print(line)
-        fflush(stdout)
-    }
-
-    static func list(_ c: Context) throws -> Void {
-        let p = c.arguments.positionals
+    static func list(_ a: Arguments) throws {
+        let p = a.positionals
         guard p.count >= 2, ["show", "add", "remove"].contains(p[0]) else {
             throw UsageError(message: "list needs show|add|remove LIST [ENTRY]")
         }
         try Names.validate(p[1], field: "LIST")
         var at: Int?
-        if let text = c.arguments.string("at") {
+        if let text = a.string("at") {
             guard let value = Int(text), value >= 0 else { throw UsageError(message: "--at must be an index from 0") }
             at = value
         }
@@ -232,42 +153,41 @@ enum ClientCommands {
             guard p.count == 3 else { throw UsageError(message: "list \(p[0]) needs LIST ENTRY") }
             try Names.validate(p[2], field: "ENTRY")
         }
+        let reply: JSONObject
         switch p[0] {
         case "show":
-            let client = try c.connect()
+            let client = try BlockingTallyClient(access: HubAccess(a))
             defer { client.close() }
-            var reply = try client.wholeList(p[1])
-            (reply["id"], reply["ok"]) = (nil, nil)
-            if c.json { return output(.object(reply)) }
-            for entry in reply["entries"]?.arrayValue ?? [] { print(entry.stringValue ?? entry.serializedString) }
-        default:
-            var message: JSONObject = ["op": p[0] == "add" ? "addEntry" : "removeEntry",
-                                       "list": .string(p[1]), "entry": .string(p[2])]
-            if let at { message["at"] = .number(JSONNumber(at)) }
-            let reply = try c.ask(message)
-            if c.json { return output(.object(reply)) }
-            print("\(p[1]) version \(reply["version"].map { "\($0)" } ?? "?") (seq \(reply["seq"].map { "\($0)" } ?? "?"))")
+            var whole = try client.wholeList(p[1])
+            (whole["id"], whole["ok"]) = (nil, nil)
+            if a.flag("json") { return output(.object(whole)) }
+            for entry in whole["entries"]?.arrayValue ?? [] { print(entry.stringValue ?? entry.serializedString) }
+            return
+        case "add": reply = try BlockingTallyClient.write(HubAccess(a), .addEntry(p[1], entry: p[2], at: at))
+        default: reply = try BlockingTallyClient.write(HubAccess(a), .removeEntry(p[1], entry: p[2], at: at))
         }
+        if a.flag("json") { return output(.object(reply)) }
+        print("\(p[1]) version \(reply["version"].map { "\($0)" } ?? "?") (seq \(reply["seq"].map { "\($0)" } ?? "?"))")
     }
 
-    static func emit(_ c: Context) throws -> Void {
-        let p = c.arguments.positionals
+    static func emit(_ a: Arguments) throws {
+        let p = a.positionals
         guard p.count == 2 else { throw UsageError(message: "emit needs TOPIC JSON") }
         try Names.validate(p[0], field: "TOPIC")
-        let reply = try c.ask(["op": "publish", "topic": .string(p[0]), "data": parseValue(p[1])])
-        if c.json { return output(.object(reply)) }
+        let reply = try BlockingTallyClient.ask(HubAccess(a), ["op": "publish", "topic": .string(p[0]), "data": parseValue(p[1])])
+        if a.flag("json") { return output(.object(reply)) }
         print("delivered to \(reply["delivered"].map { "\($0)" } ?? "0") subscriber(s)")
     }
 
-    static func on(_ c: Context) throws -> Void {
-        let p = c.arguments.positionals
+    static func on(_ a: Arguments) throws {
+        let p = a.positionals
         guard p.count == 1 else { throw UsageError(message: "on needs one TOPIC") }
         try Names.validate(p[0], field: "TOPIC")
-        let client = try c.connect()
+        let client = try BlockingTallyClient(access: HubAccess(a))
         _ = try client.request(["op": "subscribe", "topic": .string(p[0])])
         while true {
             guard let event = try client.nextPush(timeoutMillis: 60_000) else { continue }
-            if c.json { output(.object(event)) } else { output(event["data"] ?? .null) }
+            output(a.flag("json") ? .object(event) : event["data"] ?? .null)
         }
     }
 
@@ -279,7 +199,12 @@ enum ClientCommands {
     }
 
     static func output(_ value: JSONValue, pretty: Bool = false) {
-        print(pretty ? value.prettyString : value.serializedString)
+        output(line: pretty ? value.prettyString : value.serializedString)
+    }
+
+    /// A line on standard output, flushed: a pipe sees it at once.
+    static func output(line: String) {
+        print(line)
         fflush(stdout)
     }
 }

@@ -12,17 +12,19 @@ enum EchoCheckCommand {
     Prints one line per case and a summary; exit status 1 if any failed.
 
     Options:
-      --sizes LIST        comma-separated sizes in bytes
-                          (default 0,1,125,126,127,65535,65536,1048576,16777216)
-      --fragment BYTES    send each message in fragments of this size
-      --no-compression    do not offer permessage-deflate
-      --ca FILE           trust this PEM certificate for wss://
-      --insecure          accept any certificate for wss:// (testing only)
+    \(options.help)
     """
 
+    static let options = OptionTable(column: 22, [
+        Option("sizes", "LIST", "comma-separated sizes in bytes", "(default 0,1,125,126,127,65535,65536,1048576,16777216)"),
+        Option("fragment", "BYTES", "send each message in fragments of this size"),
+        Option("no-compression", nil, "do not offer permessage-deflate"),
+        Option("ca", "FILE", "trust this PEM certificate for wss://"),
+        Option("insecure", nil, "accept any certificate for wss:// (testing only)"),
+    ])
+
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "echo-check", valued: ["sizes", "fragment", "ca"],
-                              flags: ["no-compression", "insecure", "help"])
+        let a = try Arguments(args, command: "echo-check", options: options)
         if a.flag("help") { print(help); return 0 }
         guard a.positionals.count == 1 else { throw UsageError(message: "echo-check needs exactly one URL") }
         var check = EchoCheck(url: a.positionals[0])

@@ -19,8 +19,6 @@ enum CommandFailure: Error {
     /// A benchmark, or one of its rows (`label`), could not run; its error
     /// as it describes itself.
     case benchmark(String?, any Error)
-    /// Another `mirror run` holds the store.
-    case mirrorRunning(store: String)
     /// The mirror's sync could not start (a URL the client cannot use).
     case mirrorStart(MirrorError)
     /// The mirror's sync stopped for good (its store failed).
@@ -56,12 +54,27 @@ enum Failure {
             return usage(error, command: command)
         case MirrorError.refused(let refusal) where [.badPath, .badField, .badName].contains(refusal.code):
             return usage(refusal, command: command)
+        case MirrorRun.Refusal.noPatterns:
+            printError("mirror run needs at least one PATTERN (e.g. orders/ items/)\nRun 'tally --help' for usage.")
+            return 2
         case CommandFailure.configFile, CommandFailure.unauthenticatedNetwork:
             printError(message(error))
             return 2
         default:
             printError(message(error))
             return failure
+        }
+    }
+
+    /// Runs a command's body, reporting what it throws against `command`
+    /// (see `report`); usage mistakes go up to `main`, which reports them.
+    static func run(_ command: String, failure: Int32 = 1, _ body: () throws -> Int32) throws(UsageError) -> Int32 {
+        do {
+            return try body()
+        } catch let error as UsageError {
+            throw error
+        } catch {
+            return report(error, command: command, failure: failure)
         }
     }
 
@@ -84,6 +97,8 @@ enum Failure {
         case let error as OutboxError: error.message
         case let error as MirrorStoreError: error.message
         case let error as MirrorError: error.description
+        case MirrorRun.Refusal.busy(let store):
+            "another 'tally mirror run' is using \(store) (only one may run per store); 'tally mirror status --store \(store)' shows it"
         case let error as HubStartError:
             error.isAboutTheDataDirectory ? "\(error)" : "cannot start the hub: \(error)"
         case let error as CommandFailure: message(error)
@@ -103,8 +118,6 @@ enum Failure {
             "cannot set up TLS: \(error.message)"
         case .benchmark(let label, let error):
             label.map { "\($0): \(error)" } ?? "\(error)"
-        case .mirrorRunning(let store):
-            "another 'tally mirror run' is using \(store) (only one may run per store); 'tally mirror status --store \(store)' shows it"
         case .mirrorStart(let error):
             error.description
         case .mirrorStopped(let reason):

@@ -4,14 +4,12 @@ import TallyClient
 /// The CLI's `--server`/`$TALLY_URL`, `--token`/`$TALLY_TOKEN` and
 /// `--insecure`, read into the library's `HubAccess`.
 extension HubAccess {
-    static let valuedOptions: Set<String> = ["server", "token"]
-    static let flagOptions: Set<String> = ["insecure"]
-    static let help = """
-      --server URL   the hub (default $TALLY_URL, else ws://127.0.0.1:8080)
-      --token T      bearer token (default $TALLY_TOKEN); never sent in plain
-                     text to a host that is not loopback unless --insecure
-      --insecure     allow sending the token over ws:// or http:// anyway
-    """
+    static let options = OptionTable(column: 17, [
+        Option("server", "URL", "the hub (default $TALLY_URL, else ws://127.0.0.1:8080)"),
+        Option("token", "T", "bearer token (default $TALLY_TOKEN); never sent in plain",
+               "text to a host that is not loopback unless --insecure"),
+        Option("insecure", nil, "allow sending the token over ws:// or http:// anyway"),
+    ])
 
     init(_ arguments: Arguments) {
         var token = arguments.string("token") ?? environment("TALLY_TOKEN")

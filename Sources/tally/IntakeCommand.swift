@@ -8,6 +8,23 @@ import TallyNet
 /// last confirmed stage (seed 000: "the outbox persists photos, IDs, and
 /// confirmed API stages").
 enum IntakeCommand {
+    /// `new`'s own options, listed under it.
+    static let newOptions = OptionTable(column: 19, [
+        .file("photo", "FILE", "a photo (repeat for more, in order; the first is the cover)"),
+        Option("code", "C", "a scanned code (QR, barcode, SKU, serial, item link)"),
+        Option("location", "L", "where the item is"),
+        Option("gps", "LAT,LON", "decimal degrees, e.g. 48.8584,2.2945"),
+        Option("receive", "N", "add N to the item's stock when the job is done"),
+    ])
+
+    /// The options every intake command takes.
+    static let options = OptionTable(column: 19, [
+        Option("outbox", "FILE", "the outbox (default $TALLY_OUTBOX, else", "$XDG_DATA_HOME/tally/outbox.sqlite, else",
+               "~/.local/share/tally/outbox.sqlite); photos are kept", "beside it in <name>-photos/ until their job ends"),
+        Option("json", nil, "one JSON object with the job(s) at the end"),
+        Option("quiet", nil, "no stage lines on stderr"),
+    ])
+
     static let help = """
     Usage: tally intake new --photo FILE [--photo FILE …] [--code C] [--location L]
                             [--gps LAT,LON] [--receive N] [--json]
@@ -23,23 +40,14 @@ enum IntakeCommand {
                cover-set  the first photo as cover, → cover-set
                done       → done; with --receive N, N more in the item's stock
              Prints the job id, then (last line) the record name intake/<job>.
-      --photo FILE     a photo (repeat for more, in order; the first is the cover)
-      --code C         a scanned code (QR, barcode, SKU, serial, item link)
-      --location L     where the item is
-      --gps LAT,LON    decimal degrees, e.g. 48.8584,2.2945
-      --receive N      add N to the item's stock when the job is done
+    \(newOptions.help)
     resume   continues every unfinished job for this hub (or JOB) from its last
              confirmed stage; safe to run any number of times.
     status   shows each job's stages (confirmed, pending, failed) and ids.
 
     Options:
-      --outbox FILE    the outbox (default $TALLY_OUTBOX, else
-                       $XDG_DATA_HOME/tally/outbox.sqlite, else
-                       ~/.local/share/tally/outbox.sqlite); photos are kept
-                       beside it in <name>-photos/ until their job ends
-      --json           one JSON object with the job(s) at the end
-      --quiet          no stage lines on stderr
-    \(HubAccess.help)
+    \(options.help)
+    \(HubAccess.options.help)
 
     A job is bound to the hub it was created for. A network failure leaves it
     resumable (exit 1); a refusal no retry can fix fails it and marks the
@@ -66,10 +74,8 @@ enum IntakeCommand {
     // MARK: new
 
     static func new(_ args: ArraySlice<String>) throws -> Int32 {
-        let (photoPaths, rest) = try extract("photo", from: args)
-        let a = try Arguments(rest, command: "intake new",
-                              valued: HubAccess.valuedOptions.union(["code", "location", "gps", "receive", "outbox"]),
-                              flags: HubAccess.flagOptions.union(["json", "quiet", "help"]))
+        let a = try Arguments(args, command: "intake new", options: newOptions, options, HubAccess.options)
+        let photoPaths = a.strings("photo")
         if a.flag("help") { print(help); return 0 }
         try a.noPositionals("intake new")
         guard !photoPaths.isEmpty else {
@@ -109,8 +115,7 @@ enum IntakeCommand {
     // MARK: resume
 
     static func resume(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "intake resume", valued: HubAccess.valuedOptions.union(["outbox"]),
-                              flags: HubAccess.flagOptions.union(["json", "quiet", "help"]))
+        let a = try Arguments(args, command: "intake resume", options: options, HubAccess.options)
         if a.flag("help") { print(help); return 0 }
         guard a.positionals.count <= 1 else {
             throw UsageError(message: "intake resume takes at most one JOB, not \(a.positionals.count)")
@@ -118,32 +123,32 @@ enum IntakeCommand {
         let access = try checkedAccess(a)
         let outboxPath = try outboxPath(flag: a.string("outbox"))
         let outbox = try IntakeOutbox(path: outboxPath)
-        var jobs = try outbox.jobs()
         let hub = access.httpBase
-        if let wanted = a.positionals.first {
-            let job = try find(wanted, in: jobs, outbox: outbox)
-            switch job.state {
-            case .done:
-                printError("intake job \(job.id) is already done (\(job.record))")
-                return a.flag("json") ? printJSON(job) : 0
-            case .failed:
-                throw CommandFailure.intakeJobFailed(job)
-            case .running:
-                guard job.hub == hub else { throw CommandFailure.intakeJobElsewhere(job, here: hub) }
-                return try runJobs([job], outbox: outbox, access: access, json: a.flag("json"), quiet: a.flag("quiet"), single: true)
+        let json = a.flag("json"), quiet = a.flag("quiet")
+        let jobs = try outbox.jobs(), plan: IntakeResumePlan
+        do { plan = try IntakeResumePlan(jobs: jobs, hub: hub, wanted: a.positionals.first) } catch {
+            throw failure(error, wanted: a.positionals.first ?? "", outbox: outbox)
+        }
+        switch plan {
+        case .done(let job):
+            printError("intake job \(job.id) is already done (\(job.record))")
+            return json ? printJSON(job) : 0
+        case .failed(let job):
+            throw CommandFailure.intakeJobFailed(job)
+        case .elsewhere(let job):
+            throw CommandFailure.intakeJobElsewhere(job, here: hub)
+        case .run(let job):
+            return try runJobs([job], outbox: outbox, access: access, json: json, quiet: quiet, single: true)
+        case .unfinished(let jobs, let elsewhere):
+            for job in elsewhere {
+                printError("intake job \(job.id) belongs to the hub at \(job.hub): skipped (resume it with --server \(job.hub))")
             }
+            if jobs.isEmpty, !json {
+                fputs("tally: no unfinished intake jobs for \(hub)\n", stderr)
+                return 0
+            }
+            return try runJobs(jobs, outbox: outbox, access: access, json: json, quiet: quiet, single: false)
         }
-        jobs = jobs.filter { $0.state == .running }
-        let elsewhere = jobs.filter { $0.hub != hub }
-        for job in elsewhere {
-            printError("intake job \(job.id) belongs to the hub at \(job.hub): skipped (resume it with --server \(job.hub))")
-        }
-        jobs = jobs.filter { $0.hub == hub }
-        if jobs.isEmpty, !a.flag("json") {
-            fputs("tally: no unfinished intake jobs for \(hub)\n", stderr)
-            return 0
-        }
-        return try runJobs(jobs, outbox: outbox, access: access, json: a.flag("json"), quiet: a.flag("quiet"), single: false)
     }
 
     /// Runs jobs one after another; stops at the first network failure
@@ -153,37 +158,26 @@ enum IntakeCommand {
         let runner = IntakeRunner(outbox: outbox, access: access)
         runner.verbose = !quiet
         runner.log = { fputs("tally: \($0)\n", stderr) }
-        let progress = UploadProgress()
+        let progress = PhotoUploadDisplay(terminal: isatty(STDERR_FILENO) == 1) { fputs($0, stderr) }
         runner.onUpload = { progress.show($0) }
         runner.checkpoint = { IntakeCrash.point($0) }
-        var status: Int32 = 0
-        var finished: [IntakeJob] = []
-        var interrupted = false
+        var summary = IntakeRunSummary()
         do {
             try runner.run(jobs, held: held) { event in
+                summary.record(event)
                 switch event {
                 case .busy(let job):
                     printError("intake job \(job.id) is being run by another tally process right now: skipped")
-                    status = 1
-                    finished.append(job)
                 case .starting(let job):
                     if !single, !quiet { fputs("tally: resuming intake job \(job.id) at stage \(job.nextStage?.rawValue ?? "-")\n", stderr) }
-                case .ran(let job, let outcome):
-                    finished.append(job)
-                    switch outcome {
-                    case .done:
-                        if !json { print(single ? job.record : "\(job.record) done") }
-                    case .failed(let reason):
-                        printError("intake job \(job.id) failed: \(reason)")
-                        if !json { print(job.record) }
-                        status = 1
-                    case .interrupted(let error):
-                        printError("\(error)\nintake job \(job.id) is saved in the outbox: run 'tally intake resume' to continue it")
-                        if !json { print(job.record) }
-                        interrupted = true
-                        return
-                    }
-                    fflush(stdout)
+                case .ran(let job, .done):
+                    if !json { ClientCommands.output(line: single ? job.record : "\(job.record) done") }
+                case .ran(let job, .failed(let reason)):
+                    printError("intake job \(job.id) failed: \(reason)")
+                    if !json { ClientCommands.output(line: job.record) }
+                case .ran(let job, .interrupted(let error)):
+                    printError("\(error)\nintake job \(job.id) is saved in the outbox: run 'tally intake resume' to continue it")
+                    if !json { ClientCommands.output(line: job.record) }
                 }
             }
         } catch {
@@ -192,14 +186,8 @@ enum IntakeCommand {
             case .kept(let error, let job): throw CommandFailure.intakeOutbox(error, job: job)
             }
         }
-        if interrupted {
-            if json, let job = finished.last {
-                output(single ? .object(job.json) : .object(["jobs": .array(finished.map { .object($0.json) })]))
-            }
-            return 1
-        }
-        if json { output(single && finished.count == 1 ? .object(finished[0].json) : .object(["jobs": .array(finished.map { .object($0.json) })])) }
-        return status
+        if json { output(.object(summary.json(single: single))) }
+        return summary.succeeded ? 0 : 1
     }
 
     // MARK: Helpers
@@ -208,30 +196,6 @@ enum IntakeCommand {
     static func outboxPath(flag: String?) throws(UsageError) -> String {
         try Arguments.dataFile(flag, option: "outbox", variable: "TALLY_OUTBOX", name: "outbox.sqlite",
                                what: "the intake outbox")
-    }
-
-    /// Takes every `--NAME VALUE` / `--NAME=VALUE` out of the arguments, in
-    /// order (Arguments keeps only the last value of an option).
-    static func extract(_ name: String, from args: ArraySlice<String>) throws(UsageError) -> ([String], ArraySlice<String>) {
-        var values: [String] = []
-        var rest: [String] = []
-        var iterator = args.makeIterator()
-        var onlyPositionals = false
-        while let arg = iterator.next() {
-            if onlyPositionals { rest.append(arg); continue }
-            if arg == "--" { onlyPositionals = true; rest.append(arg); continue }
-            if arg == "--\(name)" {
-                guard let value = iterator.next(), !value.hasPrefix("--") else {
-                    throw UsageError(message: "--\(name) needs a value (for a file whose name starts with '--', write ./--name)")
-                }
-                values.append(value)
-            } else if arg.hasPrefix("--\(name)=") {
-                values.append(String(arg.dropFirst(name.count + 3)))
-            } else {
-                rest.append(arg)
-            }
-        }
-        return (values, rest[...])
     }
 
     private static func text(_ a: Arguments, _ name: String, max: Int) throws(UsageError) -> String? {
@@ -279,12 +243,5 @@ enum IntakeCrash {
     static func point(_ name: String) {
         guard target == name else { return }
         kill(getpid(), SIGKILL)
-    }
-}
-
-extension String {
-    /// Left-aligned in a column of `width` characters.
-    func padding(_ width: Int) -> String {
-        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
     }
 }

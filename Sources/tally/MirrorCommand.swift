@@ -8,11 +8,16 @@ import TallyProtocol
 /// docs/mirror.md). Everything here only parses and prints; the store,
 /// outbox, merge and sync live in TallyMirror.
 enum MirrorCommand {
-    static let storeHelp = """
-      --store FILE   the mirror's SQLite file (default $TALLY_MIRROR, else
-                     $XDG_DATA_HOME/tally/mirror.sqlite, else
-                     ~/.local/share/tally/mirror.sqlite)
-    """
+    static let storeOptions = OptionTable(column: 17, [
+        Option("store", "FILE", "the mirror's SQLite file (default $TALLY_MIRROR, else",
+               "$XDG_DATA_HOME/tally/mirror.sqlite, else", "~/.local/share/tally/mirror.sqlite)"),
+    ])
+
+    /// The local commands' options, described in each one's help.
+    static let options = OptionTable(column: 0, [
+        Option("path", "P"), Option("if-version", "N"), Option("idem", "KEY"), Option("take", "SIDE"),
+        Option("reason", "TEXT"), Option("json"), Option("lists"), Option("all"),
+    ])
 
     static let usage = """
     Usage: tally mirror <command> [--store FILE] [options]
@@ -34,7 +39,7 @@ enum MirrorCommand {
     Run 'tally mirror <command> --help' for a command's options.
     See also 'tally verify' to compare a mirror with the hub.
 
-    \(storeHelp)
+    \(storeOptions.help)
     """
 
     static let helps: [String: String] = [
@@ -58,13 +63,7 @@ enum MirrorCommand {
         resync (waiting, connecting, receiving, applying, replaying) and how far
         each has come go to stderr and to 'tally mirror status'.
 
-          --policy PREFIX=POLICY   who wins a field both sides changed under
-                                   PREFIX: hub (default), client, or both (keep
-                                   the hub's value and record a conflict, here
-                                   and as a conflicts/<id> record on the hub).
-                                   Stage fields of workflows never move back:
-                                   the furthest legally reachable stage wins.
-          --quiet                  no progress bar or log lines on stderr
+        \(MirrorRunCommand.options.help)
 
         Only one 'mirror run' works on a store at a time.
         """,
@@ -146,11 +145,9 @@ enum MirrorCommand {
         case "run":
             return try MirrorRunCommand.run(rest)
         case "get", "set", "del", "ls", "status", "conflicts":
-            let a = try Arguments(rest, command: "mirror \(sub)",
-                                  valued: ["store", "path", "if-version", "idem", "take", "reason"],
-                                  flags: ["json", "help", "lists", "all"])
+            let a = try Arguments(rest, command: "mirror \(sub)", options: options, storeOptions)
             if a.flag("help") {
-                print(helps[sub]! + "\n\n" + storeHelp)
+                print(helps[sub]! + "\n\n" + storeOptions.help)
                 return 0
             }
             return try perform(sub, a)
@@ -168,11 +165,10 @@ enum MirrorCommand {
                                what: "the mirror store")
     }
 
-    /// Runs one command, mapping failures to messages and exit statuses
-    /// (`Failure`): usage mistakes and refused names and paths 2, other
-    /// refusals and store failures 1.
+    /// Runs one command; its refused names and paths are reported against
+    /// `mirror SUB` (`Run 'tally mirror get --help'`).
     static func perform(_ sub: String, _ a: Arguments) throws(UsageError) -> Int32 {
-        do {
+        try Failure.run("mirror \(sub)") {
             let path = try storePath(a)
             switch sub {
             case "get": try get(a, path)
@@ -183,10 +179,6 @@ enum MirrorCommand {
             default: try conflicts(a, path)
             }
             return 0
-        } catch let error as UsageError {
-            throw error
-        } catch {
-            return Failure.report(error, command: "mirror \(sub)")
         }
     }
 
@@ -202,17 +194,9 @@ enum MirrorCommand {
         let p = a.positionals
         guard p.count == 1 else { throw UsageError(message: "mirror get needs exactly one record name") }
         try Names.validate(p[0], field: "NAME")
-        let store = try MirrorStore.open(path, create: false)
-        let copy = try store.localCopy(p[0])
-        var envelope: JSONObject = ["name": .string(copy.record.name), "version": .int(copy.record.version),
-                                    "seq": .int(copy.record.seq), "pending": .bool(copy.pending)]
-        var value = JSONValue.object(copy.data)
-        if let text = a.string("path") {
-            value = try copy.value(at: try parsePath(text), text: text)
-            (envelope["path"], envelope["value"]) = (.string(text), value)
-        } else {
-            envelope["data"] = value
-        }
+        let copy = try MirrorStore.open(path, create: false).localCopy(p[0])
+        let at = try a.string("path").map { (text) throws(UsageError) in (try parsePath(text), text) }
+        let (envelope, value) = try copy.envelope(at: at)
         ClientCommands.output(a.flag("json") ? .object(envelope) : value, pretty: !a.flag("json"))
     }
 
@@ -267,13 +251,7 @@ enum MirrorCommand {
     }
 
     private static func write(_ a: Arguments, _ path: String, _ command: LocalCommand) throws {
-        var ifVersion: Int64?
-        if let text = a.string("if-version") {
-            guard let version = Int64(text), version >= 0 else {
-                throw UsageError(message: "--if-version must be a version number (0: must not exist), not '\(text)'")
-            }
-            ifVersion = version
-        }
+        let ifVersion = try ClientCommands.ifVersion(a)
         let idem = a.string("idem")
         if let idem, idem.isEmpty || idem.utf8.count > 200 {
             throw UsageError(message: "--idem must be 1 to 200 bytes")
@@ -290,21 +268,7 @@ enum MirrorCommand {
         guard a.positionals.isEmpty else { throw UsageError(message: "mirror status takes no arguments") }
         let status = try MirrorStatus.read(store: path)
         if a.flag("json") { return ClientCommands.output(.object(status.json)) }
-        guard status.exists else {
-            // A 'mirror run' that is just starting has not created it yet.
-            return print("mirror \(path): offline (no mirror store yet\(status.running ? "; mirror run is starting" : ""))")
-        }
-        let state = status.online ? "online" : status.running ? "offline (mirror run is reconnecting)" : "offline (no mirror run on this store)"
-        let (depth, failed, conflicts) = (status.outbox, status.failed, status.conflicts)
-        print("mirror \(path): \(state)")
-        print("  hub          \(status.server ?? "(never run)")")
-        print("  patterns     \(status.patterns.isEmpty ? "(none)" : status.patterns.joined(separator: " "))")
-        print("  last seq     \(status.lastSeq)")
-        print("  outbox       \(depth) write\(depth == 1 ? "" : "s") waiting")
-        if failed > 0 { print("  refused      \(failed) write\(failed == 1 ? "" : "s") the hub refused (see the log of mirror run)") }
-        print("  conflicts    \(conflicts) open\(conflicts > 0 ? " ('tally mirror conflicts' lists them)" : "")")
-        print("  last error   \(status.lastError ?? "none")")
-        if let resync = status.resync { print("  resync       \(resync.summary)") }
+        status.lines.forEach { print($0) }
     }
 
     static func conflicts(_ a: Arguments, _ path: String) throws {
@@ -327,9 +291,6 @@ enum MirrorCommand {
         let list = try store.conflicts(includeResolved: a.flag("all"))
         if a.flag("json") { return ClientCommands.output(.object(["conflicts": .array(list.map { .object($0.json) })])) }
         if list.isEmpty { return print("no \(a.flag("all") ? "" : "open ")conflicts") }
-        for conflict in list {
-            let state = conflict.resolved.map { "resolved: took \($0)" } ?? "open"
-            print("\(conflict.id)  \(conflict.name)  \(conflict.field)  local=\((conflict.local ?? .null).serializedString)  hub=\((conflict.hub ?? .null).serializedString)  base=\((conflict.base ?? .null).serializedString)  (\(conflict.policy), \(state))")
-        }
+        list.forEach { print($0.line) }
     }
 }

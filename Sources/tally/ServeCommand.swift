@@ -4,7 +4,6 @@ import TallyServer
 import TallyStore
 import TallyTLS
 import TallyBench
-import TallyEngine
 
 /// `tally serve`: runs the hub until SIGINT or SIGTERM.
 enum ServeCommand {
@@ -15,174 +14,61 @@ enum ServeCommand {
     SIGTERM (stops accepting, closes WebSockets with 1001, flushes).
 
     Options:
-      --host H                 address to bind (default 127.0.0.1)
-      --port P                 port (default 8080; 0 picks a free one)
-      --data DIR               where the SQLite store and photos live (default
-                               ./tally-data); one hub per directory (it is
-                               locked); :memory: keeps nothing on disk
-      --config FILE            JSON settings file (see README): users and tokens,
-                               roles, workflows, limits; flags win over it
-      --open                   serve without authentication on an address that
-                               is not loopback (no users configured)
-      --demo                   start with sample items, orders and intake jobs,
-                               and a simulator that moves them along
-      --demo-interval SECONDS  the simulator's mean pause between moves
-                               (default 2.5)
-      --durability MODE        full (default), normal or off: SQLite synchronous
-                               setting; only full survives a power loss
-      --retain-changes N       changes kept in the log for resume (default 1000000)
-      --retain-bytes SIZE      bytes of pushes kept in the log for resume, e.g.
-                               256M (default 1G); the oldest go first
-      --retain-age SECONDS     oldest change kept for resume (default 604800, 7 days)
-      --max-record-size SIZE   largest record data, e.g. 256K (default 1M)
-      --blob-quota SIZE        most bytes all photos together may take, e.g. 50G
-                               (default 10G); an upload past it is refused (507)
-      --cache-size SIZE        memory for records and lists read or written
-                               recently, e.g. 256M (default 16M; at least 1M)
-      --threads N              event-loop threads (default: number of cores)
-      --tls-cert FILE          PEM certificate chain: serve https:// and wss://
-      --tls-key FILE           PEM private key for --tls-cert
-      --echo                   serve the WebSocket echo endpoint /echo even on a
-                               hub with users (by default only in open mode)
-      --no-echo                do not serve /echo
-      --allow-origin ORIGIN    also take WebSocket upgrades and HTTP writes from
-                               web pages at ORIGIN (https://app.example:8443);
-                               repeatable. Default: the hub's own origin only
-      --allow-host NAME        in open mode, also answer to Host NAME (default:
-                               loopback names and addresses; with --open, any
-                               address); repeatable
-      --max-subscriptions N    subscriptions per connection (default 100000)
-      --max-unauthenticated N  WebSocket connections that have not sent a valid
-                               token yet, hub-wide (default 1000)
-      --no-compression         refuse permessage-deflate
-      --max-message-size SIZE  largest WebSocket message, e.g. 1M (default 16M)
-      --max-outbound SIZE      per-connection send buffer bound (default 8M);
-                               a connection past it is closed with 1008
-      --ping-interval SECONDS  ping a silent WebSocket after this long (default 30)
-      --idle-timeout SECONDS   close a WebSocket silent this long (default 75)
-      --log-level LEVEL        debug, info, warning or error (default info)
-      --web DIR                the dashboard's Clients directory (web/, js/),
-                               served at / (default: Clients/ of the checkout
-                               holding this binary or the current directory)
+    \(options.help)
     """
 
+    static let options = OptionTable(column: 27, [
+        Option("host", "H", "address to bind (default 127.0.0.1)"),
+        Option("port", "P", "port (default 8080; 0 picks a free one)"),
+        Option("data", "DIR", "where the SQLite store and photos live (default", "./tally-data); one hub per directory (it is",
+               "locked); :memory: keeps nothing on disk"),
+        Option("config", "FILE", "JSON settings file (see README): users and tokens,", "roles, workflows, limits; flags win over it"),
+        Option("open", nil, "serve without authentication on an address that", "is not loopback (no users configured)"),
+        Option("demo", nil, "start with sample items, orders and intake jobs,", "and a simulator that moves them along"),
+        Option("demo-interval", "SECONDS", "the simulator's mean pause between moves", "(default 2.5)"),
+        Option("durability", "MODE", "full (default), normal or off: SQLite synchronous", "setting; only full survives a power loss"),
+        Option("retain-changes", "N", "changes kept in the log for resume (default 1000000)"),
+        Option("retain-bytes", "SIZE", "bytes of pushes kept in the log for resume, e.g.", "256M (default 1G); the oldest go first"),
+        Option("retain-age", "SECONDS", "oldest change kept for resume (default 604800, 7 days)"),
+        Option("max-record-size", "SIZE", "largest record data, e.g. 256K (default 1M)"),
+        Option("blob-quota", "SIZE", "most bytes all photos together may take, e.g. 50G",
+               "(default 10G); an upload past it is refused (507)"),
+        Option("cache-size", "SIZE", "memory for records and lists read or written", "recently, e.g. 256M (default 16M; at least 1M)"),
+        Option("threads", "N", "event-loop threads (default: number of cores)"),
+        Option("tls-cert", "FILE", "PEM certificate chain: serve https:// and wss://"),
+        Option("tls-key", "FILE", "PEM private key for --tls-cert"),
+        Option("echo", nil, "serve the WebSocket echo endpoint /echo even on a", "hub with users (by default only in open mode)"),
+        Option("no-echo", nil, "do not serve /echo"),
+        Option("allow-origin", "ORIGIN", "also take WebSocket upgrades and HTTP writes from",
+               "web pages at ORIGIN (https://app.example:8443);", "repeatable. Default: the hub's own origin only"),
+        Option("allow-host", "NAME", "in open mode, also answer to Host NAME (default:",
+               "loopback names and addresses; with --open, any", "address); repeatable"),
+        Option("max-subscriptions", "N", "subscriptions per connection (default 100000)"),
+        Option("max-unauthenticated", "N", "WebSocket connections that have not sent a valid", "token yet, hub-wide (default 1000)"),
+        Option("no-compression", nil, "refuse permessage-deflate"),
+        Option("max-message-size", "SIZE", "largest WebSocket message, e.g. 1M (default 16M)"),
+        Option("max-outbound", "SIZE", "per-connection send buffer bound (default 8M);", "a connection past it is closed with 1008"),
+        Option("ping-interval", "SECONDS", "ping a silent WebSocket after this long (default 30)"),
+        Option("idle-timeout", "SECONDS", "close a WebSocket silent this long (default 75)"),
+        Option("log-level", "LEVEL", "debug, info, warning or error (default info)"),
+        Option("web", "DIR", "the dashboard's Clients directory (web/, js/),", "served at / (default: Clients/ of the checkout",
+               "holding this binary or the current directory)"),
+    ])
+
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
-        let arguments = try Arguments(args, command: "serve",
-            valued: ["host", "port", "threads", "data", "config", "durability", "retain-changes", "retain-bytes", "retain-age",
-                     "max-record-size", "blob-quota", "cache-size", "tls-cert", "tls-key", "max-message-size", "max-outbound",
-                     "ping-interval", "idle-timeout", "log-level", "demo-interval", "web",
-                     "allow-origin", "allow-host", "max-subscriptions", "max-unauthenticated"],
-            flags: ["echo", "no-echo", "no-compression", "open", "demo", "help"])
+        let arguments = try Arguments(args, command: "serve", options: options)
         if arguments.flag("help") { print(help); return 0 }
         try arguments.noPositionals("serve")
-        var configuration = HubConfiguration()
-        var server = ServerConfiguration()
+        var file: HubConfigFile?
         if let path = arguments.string("config") {
-            do {
-                let file = try HubConfigFile.load(path: path)
-                if let host = file.host { server.host = host }
-                if let port = file.port { server.port = port }
-                if let threads = file.threads { server.threads = threads }
-                if let data = file.data { configuration.dataDirectory = data }
-                if let durability = file.durability { configuration.durability = durability }
-                if let count = file.retainChanges { configuration.retention.maxChanges = count }
-                if let bytes = file.retainBytes { configuration.retention.maxBytes = bytes }
-                if let age = file.retainAgeSeconds { configuration.retention.maxAge = age }
-                if let size = file.maxRecordSize { configuration.core.limits.maxRecordBytes = size }
-                if let size = file.maxMessageSize { server.webSocket.maxMessageSize = size }
-                if let size = file.maxBlobSize { configuration.maxBlobBytes = size }
-                if let echo = file.echo { configuration.echo = echo }
-                if let origins = file.allowOrigins { configuration.allowedOrigins = origins }
-                if let hosts = file.allowHosts { configuration.allowedHosts = hosts }
-                if let count = file.maxSubscriptions { configuration.core.maxSubscriptionsPerConnection = count }
-                configuration.core.indexes = file.indexes
-                if let count = file.maxUnauthenticated { configuration.core.maxUnauthenticatedConnections = count }
-                if let size = file.blobQuota { configuration.blobQuotaBytes = size }
-                if let size = file.cacheSize { configuration.core.cacheBytes = size }
-                configuration.core.planner = WorkflowPlanner(workflows: file.workflowSet, policy: file.policy)
-                if let users = file.users, !users.isEmpty {
-                    configuration.core.authenticator = Authenticator(users: users)
-                }
-            } catch {
-                throw CommandFailure.configFile(path: path, error)
-            }
+            do { file = try HubConfigFile.load(path: path) } catch { throw CommandFailure.configFile(path: path, error) }
         }
-        if let host = arguments.string("host") { server.host = host }
-        if let port = try arguments.int("port", in: 0...65535) { server.port = port }
-        if let threads = try arguments.int("threads", in: 1...256) { server.threads = threads }
-        if let data = arguments.string("data") {
-            guard !data.isEmpty else { throw UsageError(message: "--data needs a directory") }
-            configuration.dataDirectory = data
-        }
-        if let mode = arguments.string("durability") {
-            guard let durability = Durability(rawValue: mode) else {
-                throw UsageError(message: "--durability must be full, normal or off, not '\(mode)'")
-            }
-            configuration.durability = durability
-        }
-        if let count = try arguments.int("retain-changes", in: 1...Int(Int32.max)) { configuration.retention.maxChanges = count }
-        if let bytes = try arguments.bytes("retain-bytes") { configuration.retention.maxBytes = bytes }
-        if let text = arguments.string("retain-age") {
-            guard let seconds = Double(text), seconds > 0, seconds <= 3650 * 86_400 else {
-                throw UsageError(message: "--retain-age must be a number of seconds greater than 0, not '\(text)'")
-            }
-            configuration.retention.maxAge = seconds
-        }
-        if let size = try arguments.bytes("max-record-size") { configuration.core.limits.maxRecordBytes = size }
-        if let size = try arguments.bytes("blob-quota") { configuration.blobQuotaBytes = size }
-        if let size = try arguments.bytes("cache-size") {
-            guard size >= 1 << 20 else { throw UsageError(message: "--cache-size must be at least 1M, not '\(arguments.string("cache-size") ?? "")'") }
-            configuration.core.cacheBytes = size
-        }
-        if let size = try arguments.bytes("max-message-size") { server.webSocket.maxMessageSize = size }
-        if let size = try arguments.bytes("max-outbound") { server.webSocket.maxOutboundBytes = size }
-        if let ms = try arguments.millis("ping-interval") { server.webSocket.pingIntervalMillis = ms }
-        if let ms = try arguments.millis("idle-timeout") { server.webSocket.idleTimeoutMillis = ms }
-        if arguments.flag("no-compression") { server.webSocket.deflate.enabled = false }
-        switch (arguments.flag("echo"), arguments.flag("no-echo")) {
-        case (true, true): throw UsageError(message: "--echo and --no-echo contradict each other; give one")
-        case (true, false): configuration.echo = true
-        case (false, true): configuration.echo = false
-        case (false, false): break
-        }
-        for origin in arguments.strings("allow-origin") {
-            guard BrowserGuard.normalizedOrigin(origin) != nil else {
-                throw UsageError(message: "--allow-origin takes an origin such as https://app.example or http://10.0.0.5:8080 (scheme, host, optional port; no path), not '\(origin)'")
-            }
-            configuration.allowedOrigins.append(origin)
-        }
-        for host in arguments.strings("allow-host") {
-            guard BrowserGuard.isHostName(host) else {
-                throw UsageError(message: "--allow-host takes a host name such as tally.local (no scheme or port), not '\(host)'")
-            }
-            configuration.allowedHosts.append(host)
-        }
-        if let count = try arguments.int("max-subscriptions", in: 1...10_000_000) {
-            configuration.core.maxSubscriptionsPerConnection = count
-        }
-        if let count = try arguments.int("max-unauthenticated", in: 1...10_000_000) {
-            configuration.core.maxUnauthenticatedConnections = count
-        }
-        configuration.openNetwork = arguments.flag("open")
-        if let web = arguments.string("web") {
-            guard StaticFiles.isClientsDirectory(web) else {
-                throw UsageError(message: "--web must be a directory holding web/index.html and js/ (the checkout's Clients/), not '\(web)'")
-            }
-            configuration.webDirectory = web
-        } else {
-            configuration.webDirectory = StaticFiles.locateDefault()
-        }
-        if let level = arguments.string("log-level") {
-            let levels: [String: Logger.Level] = ["debug": .debug, "info": .info, "warning": .warning, "error": .error]
-            guard let parsed = levels[level] else {
-                throw UsageError(message: "--log-level must be debug, info, warning or error, not '\(level)'")
-            }
-            server.logger.level = parsed
-        }
+        let flags = try overrides(arguments)
+        var configuration = HubConfiguration(file: file, overrides: flags)
         switch (arguments.string("tls-cert"), arguments.string("tls-key")) {
         case (let cert?, let key?):
             do {
-                server.tls = try TLSContext.server(certificateChainFile: cert, privateKeyFile: key)
+                configuration.server.tls = try TLSContext.server(certificateChainFile: cert, privateKeyFile: key)
             } catch {
                 throw CommandFailure.certificate(error)
             }
@@ -191,15 +77,11 @@ enum ServeCommand {
         default:
             throw UsageError(message: "--tls-cert and --tls-key go together")
         }
-        configuration.server = server
         let demoInterval = Int(try arguments.millis("demo-interval") ?? 2500)
         if arguments.string("demo-interval") != nil, !arguments.flag("demo") {
             throw UsageError(message: "--demo-interval goes with --demo")
         }
-        let open = configuration.core.authenticator == nil
-        if open, !HostLiteral.isLoopback(server.host), !arguments.flag("open") {
-            throw CommandFailure.unauthenticatedNetwork(host: server.host)
-        }
+        if configuration.exposesOpenMode { throw CommandFailure.unauthenticatedNetwork(host: configuration.server.host) }
 
         // Block the stop signals in every thread (the loops inherit the mask),
         // then wait for them here.
@@ -211,19 +93,11 @@ enum ServeCommand {
         raiseDescriptorLimit()
 
         let hub = try Hub(configuration: configuration)
-        let scheme = server.tls == nil ? "http" : "https"
-        let host = server.host.contains(":") ? "[\(server.host)]" : server.host
-        server.logger.info("server.started", ["address": "\(scheme)://\(host):\(hub.port)",
-                                              "threads": String(server.threads),
-                                              "tls": server.tls == nil ? "off" : "on",
-                                              "echo": configuration.servesEcho ? "on" : "off",
-                                              "data": configuration.dataDirectory,
-                                              "durability": configuration.durability.rawValue,
-                                              "web": configuration.webDirectory ?? "none",
-                                              "auth": configuration.core.authenticator.map { "tokens (\($0.users.count) users)" } ?? "open"])
-        print("tally listening on \(scheme)://\(host):\(hub.port)")
-        if open {
-            print("open mode: no users configured, so there is no authentication and every client acts as admin\(HostLiteral.isLoopback(server.host) ? " (loopback only)" : " (--open)")")
+        let logger = configuration.server.logger
+        configuration.logStarted(port: hub.port)
+        print("tally listening on \(configuration.address(port: hub.port))")
+        if configuration.core.authenticator == nil {
+            print("open mode: no users configured, so there is no authentication and every client acts as admin\(HostLiteral.isLoopback(configuration.server.host) ? " (loopback only)" : " (--open)")")
         }
         fflush(stdout)
 
@@ -237,10 +111,76 @@ enum ServeCommand {
 
         var received: Int32 = 0
         sigwait(&signals, &received)
-        server.logger.info("server.stopping", ["signal": received == SIGINT ? "SIGINT" : "SIGTERM"])
+        logger.info("server.stopping", ["signal": received == SIGINT ? "SIGINT" : "SIGTERM"])
         demo?.stop()
         hub.shutdown()
-        server.logger.info("server.stopped")
+        logger.info("server.stopped")
         return 0
+    }
+
+    /// The flags, checked, as the settings they override.
+    static func overrides(_ a: Arguments) throws(UsageError) -> HubOverrides {
+        var flags = HubOverrides()
+        flags.host = a.string("host")
+        flags.port = try a.int("port", in: 0...65535)
+        flags.threads = try a.int("threads", in: 1...256)
+        if let data = a.string("data") {
+            guard !data.isEmpty else { throw UsageError(message: "--data needs a directory") }
+            flags.dataDirectory = data
+        }
+        if let mode = a.string("durability") {
+            guard let durability = Durability(rawValue: mode) else {
+                throw UsageError(message: "--durability must be full, normal or off, not '\(mode)'")
+            }
+            flags.durability = durability
+        }
+        flags.retainChanges = try a.int("retain-changes", in: 1...Int(Int32.max))
+        flags.retainBytes = try a.bytes("retain-bytes")
+        if let text = a.string("retain-age") {
+            guard let seconds = Double(text), seconds > 0, seconds <= 3650 * 86_400 else {
+                throw UsageError(message: "--retain-age must be a number of seconds greater than 0, not '\(text)'")
+            }
+            flags.retainAgeSeconds = seconds
+        }
+        flags.maxRecordBytes = try a.bytes("max-record-size")
+        flags.blobQuotaBytes = try a.bytes("blob-quota")
+        if let size = try a.bytes("cache-size") {
+            guard size >= 1 << 20 else { throw UsageError(message: "--cache-size must be at least 1M, not '\(a.string("cache-size") ?? "")'") }
+            flags.cacheBytes = size
+        }
+        flags.maxMessageBytes = try a.bytes("max-message-size")
+        flags.maxOutboundBytes = try a.bytes("max-outbound")
+        flags.pingIntervalMillis = try a.millis("ping-interval")
+        flags.idleTimeoutMillis = try a.millis("idle-timeout")
+        flags.compression = !a.flag("no-compression")
+        switch (a.flag("echo"), a.flag("no-echo")) {
+        case (true, true): throw UsageError(message: "--echo and --no-echo contradict each other; give one")
+        case (let echo, let noEcho): flags.echo = echo || noEcho ? echo : nil
+        }
+        flags.allowedOrigins = a.strings("allow-origin")
+        if let origin = flags.allowedOrigins.first(where: { BrowserGuard.normalizedOrigin($0) == nil }) {
+            throw UsageError(message: "--allow-origin takes an origin such as https://app.example or http://10.0.0.5:8080 (scheme, host, optional port; no path), not '\(origin)'")
+        }
+        flags.allowedHosts = a.strings("allow-host")
+        if let host = flags.allowedHosts.first(where: { !BrowserGuard.isHostName($0) }) {
+            throw UsageError(message: "--allow-host takes a host name such as tally.local (no scheme or port), not '\(host)'")
+        }
+        flags.maxSubscriptions = try a.int("max-subscriptions", in: 1...10_000_000)
+        flags.maxUnauthenticated = try a.int("max-unauthenticated", in: 1...10_000_000)
+        flags.openNetwork = a.flag("open")
+        if let web = a.string("web") {
+            guard StaticFiles.isClientsDirectory(web) else {
+                throw UsageError(message: "--web must be a directory holding web/index.html and js/ (the checkout's Clients/), not '\(web)'")
+            }
+            flags.webDirectory = web
+        }
+        if let level = a.string("log-level") {
+            let levels: [String: Logger.Level] = ["debug": .debug, "info": .info, "warning": .warning, "error": .error]
+            guard let parsed = levels[level] else {
+                throw UsageError(message: "--log-level must be debug, info, warning or error, not '\(level)'")
+            }
+            flags.logLevel = parsed
+        }
+        return flags
     }
 }

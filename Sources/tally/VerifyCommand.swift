@@ -21,50 +21,26 @@ enum VerifyCommand {
     "mirrorVersion","hubVersion"}…], "outbox": N}
     """
 
+    /// `--json` is described above.
+    static let options = OptionTable(column: 0, [Option("json")])
+
     static func run(_ args: ArraySlice<String>) throws(UsageError) -> Int32 {
-        let a = try Arguments(args, command: "verify", valued: HubAccess.valuedOptions.union(["store"]),
-                              flags: HubAccess.flagOptions.union(["json", "help"]))
+        let a = try Arguments(args, command: "verify", options: options, MirrorCommand.storeOptions, HubAccess.options)
         if a.flag("help") {
-            print(help + "\n\n" + MirrorCommand.storeHelp + "\n" + HubAccess.help)
+            print(help + "\n\n" + MirrorCommand.storeOptions.help + "\n" + HubAccess.options.help)
             return 0
         }
         try a.noPositionals("verify")
         let path = try MirrorCommand.storePath(a)
-        do {
-            let store = try MirrorStore.open(path, create: false)
-            var access = HubAccess(a)
-            if access.server == nil {
-                guard let hub = try store.meta("hub") else {
-                    throw HubError.disconnected("the mirror \(path) has never run against a hub; give --server URL")
-                }
-                access.server = hub
-            }
-            let client = try BlockingTallyClient(access: access)
-            defer { client.close() }
-            let (differences, patterns, depth) = try MirrorComparison.compare(store, with: client)
+        return try Failure.run("verify", failure: 3) {
+            let (differences, patterns, depth) = try MirrorComparison.verify(store: path, access: HubAccess(a))
             if a.flag("json") {
-                ClientCommands.output(.object([
-                    "equal": .bool(differences.isEmpty), "outbox": .int(depth),
-                    "differences": .array(differences.map { difference in
-                        .object(["name": .string(difference.name), "list": .bool(difference.isList),
-                                 "kind": .string(difference.kind.rawValue),
-                                 "fields": .array(difference.fields.map(JSONValue.string)),
-                                 "mirrorVersion": difference.mirrorVersion.map { .int($0) } ?? .null,
-                                 "hubVersion": difference.hubVersion.map { .int($0) } ?? .null])
-                    }),
-                ]))
-            } else if differences.isEmpty {
-                print("the mirror \(path) and the hub agree (\(patterns) pattern\(patterns == 1 ? "" : "s"))")
+                ClientCommands.output(.object(MirrorComparison.json(differences, outbox: depth)))
             } else {
                 for difference in differences { print(difference.description) }
-                print("\(differences.count) difference\(differences.count == 1 ? "" : "s")"
-                      + (depth > 0 ? "; \(depth) local write\(depth == 1 ? "" : "s") still waiting in the outbox" : ""))
+                print(MirrorComparison.summary(differences, outbox: depth, store: path, patterns: patterns))
             }
             return differences.isEmpty ? 0 : 1
-        } catch let error as UsageError {
-            throw error
-        } catch {
-            return Failure.report(error, command: "verify", failure: 3)
         }
     }
 }

@@ -1,68 +1,48 @@
 @preconcurrency import Glibc
 
-/// The `tally` command: dispatches to one command type per subcommand.
-let usage = """
-Usage: tally <command> [options]
+/// The `tally` command: one type per subcommand, declared once here for
+/// both the dispatch and the Commands section of the usage.
+let commands: [(name: String, about: String, run: (ArraySlice<String>) throws -> Int32)] = [
+    ("serve", "run the hub (HTTP + WebSocket on one port)", ServeCommand.run),
+    ("backup", "copy a running hub's store and photos into a new directory", BackupCommand.run),
+    ("restore", "put a backup in place of a data directory's store", RestoreCommand.run),
+    ("get", "print a record (or one path in it)", { try ClientCommands.run("get", $0) }),
+    ("set", "set a record, or one value at a path", { try ClientCommands.run("set", $0) }),
+    ("del", "delete a record, or one value at a path", { try ClientCommands.run("del", $0) }),
+    ("watch", "print every change to a record or a prefix", { try ClientCommands.run("watch", $0) }),
+    ("list", "show a list, add or remove entries", { try ClientCommands.run("list", $0) }),
+    ("emit", "publish an event on a topic", { try ClientCommands.run("emit", $0) }),
+    ("on", "print the events published on a topic", { try ClientCommands.run("on", $0) }),
+    ("order", "stock orders: new, advance, cancel, ls", OrderCommand.run),
+    ("intake", "intake jobs with photos: new, resume, status", IntakeCommand.run),
+    ("resolve", "find the item a code (QR, barcode, SKU, serial) names", ResolveCommand.run),
+    ("mirror", "an offline mirror: run, get, set, del, ls, status, conflicts", MirrorCommand.run),
+    ("verify", "compare a mirror with the hub", VerifyCommand.run),
+    ("echo-check", "check a WebSocket echo endpoint message by message", EchoCheckCommand.run),
+    ("bench", "benchmarks: echo round trips, idle connection memory", BenchCommand.run),
+    ("help", "show this help; 'tally <command> --help' for a command", { _ in print(usage); return 0 }),
+]
 
-Commands:
-  serve          run the hub (HTTP + WebSocket on one port)
-  backup         copy a running hub's store and photos into a new directory
-  restore        put a backup in place of a data directory's store
-  get            print a record (or one path in it)
-  set            set a record, or one value at a path
-  del            delete a record, or one value at a path
-  watch          print every change to a record or a prefix
-  list           show a list, add or remove entries
-  emit           publish an event on a topic
-  on             print the events published on a topic
-  order          stock orders: new, advance, cancel, ls
-  intake         intake jobs with photos: new, resume, status
-  resolve        find the item a code (QR, barcode, SKU, serial) names
-  mirror         an offline mirror: run, get, set, del, ls, status, conflicts
-  verify         compare a mirror with the hub
-  echo-check     check a WebSocket echo endpoint message by message
-  bench          benchmarks: echo round trips, idle connection memory
-  help           show this help; 'tally <command> --help' for a command
-
-Exit status: 0 success, 1 failure, 2 usage error.
-"""
+let usage = "Usage: tally <command> [options]\n\nCommands:\n"
+    + commands.map { "  " + $0.name.padding(to: 15) + $0.about }.joined(separator: "\n")
+    + "\n\nExit status: 0 success, 1 failure, 2 usage error."
 
 let version = "0.3.0"
-let args = CommandLine.arguments
-let command = args.dropFirst().first
+let command = CommandLine.arguments.dropFirst().first
 let status: Int32
 do {
     switch command {
-    case nil, "help", "--help", "-h":
+    case nil, "--help", "-h":
         print(usage)
         status = 0
     case "--version", "version":
         print("tally \(version)")
         status = 0
-    case "serve":
-        status = try ServeCommand.run(args.dropFirst(2))
-    case "backup":
-        status = try BackupCommand.run(args.dropFirst(2))
-    case "restore":
-        status = try RestoreCommand.run(args.dropFirst(2))
-    case "echo-check":
-        status = try EchoCheckCommand.run(args.dropFirst(2))
-    case "get", "set", "del", "watch", "list", "emit", "on":
-        status = try ClientCommands.run(args[1], args.dropFirst(2))
-    case "order":
-        status = try OrderCommand.run(args.dropFirst(2))
-    case "intake":
-        status = try IntakeCommand.run(args.dropFirst(2))
-    case "resolve":
-        status = try ResolveCommand.run(args.dropFirst(2))
-    case "mirror":
-        status = try MirrorCommand.run(args.dropFirst(2))
-    case "verify":
-        status = try VerifyCommand.run(args.dropFirst(2))
-    case "bench":
-        status = try BenchCommand.run(args.dropFirst(2))
-    case let other?:
-        throw UsageError(message: "unknown command '\(other)'")
+    case let name?:
+        guard let entry = commands.first(where: { $0.name == name }) else {
+            throw UsageError(message: "unknown command '\(name)'")
+        }
+        status = try entry.run(CommandLine.arguments.dropFirst(2))
     }
 } catch {
     status = Failure.report(error, command: command ?? "")

@@ -170,6 +170,9 @@ def test_soak_prints_rss_over_time_and_a_summary_and_checks_every_push():
     ("history", ["--seconds", "0"], "--seconds"),
     ("history", ["--durability", "maybe"], "--durability"),
     ("history", ["--fill-batch", "1001"], "--fill-batch"),
+    # Parsed before anything runs: a usage error (2), not a failed run.
+    ("echo", ["--threads", "0"], "--threads must be a whole number"),
+    ("connections", ["--threads", "0"], "--threads must be a whole number"),
 ])
 def test_soak_and_history_refuse_bad_arguments(bench, args, complaint):
     result = run_tally(["bench", bench, *args], None, 15.0)

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import struct
@@ -314,6 +315,40 @@ def test_status_creates_nothing(cli):
     missing = cli("intake", "status", "abcdef")
     assert missing.rc == 1 and "no intake job 'abcdef'" in missing.err, missing
     assert not cli.outbox.parent.exists()
+
+
+def listed_options(help_text: str) -> list[tuple[str, str | None]]:
+    """Each `  --name [VALUE]  description` line of a help text: the option
+    and its value placeholder (None for a switch)."""
+    options = []
+    for line in help_text.splitlines():
+        match = re.match(r"  --([a-z-]+)(?: ([A-Z][^ ]*))?(?:  |$)", line)
+        if match:
+            options.append((match.group(1), match.group(2)))
+    return options
+
+
+def test_every_intake_command_takes_the_options_its_help_lists(cli, tmp_path):
+    """`tally intake --help` lists its Options (the outbox, --json, --quiet,
+    the hub's --server/--token/--insecure) for every intake command, and each
+    takes them: `intake status --server URL` used to exit 2 as an unknown
+    option. Neither status nor resume (with no jobs) needs the hub."""
+    help_text = cli("intake", "--help", outbox=False).out
+    common = listed_options(help_text.split("\nOptions:\n", 1)[1])
+    assert {"outbox", "json", "quiet", "server", "token", "insecure"} <= {name for name, _ in common}, help_text
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # bound, not listening: refuses
+    sock.bind(("127.0.0.1", 0))
+    values = {"URL": f"ws://127.0.0.1:{sock.getsockname()[1]}", "FILE": str(cli.outbox)}
+    try:
+        for name, value in common:
+            flag = [f"--{name}"] + ([values.get(value, "x")] if value else [])
+            for sub in ("status", "resume"):
+                result = cli("intake", sub, *flag)
+                assert result.rc == 0 and "unknown option" not in result.err, (sub, flag, result)
+            refused = cli("intake", "new", *flag)
+            assert refused.rc == 2 and "at least one --photo" in refused.err, (flag, refused)
+    finally:
+        sock.close()
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,34 @@
+import TallyProtocol
+
+/// `tally intake status`: a job as people read it.
+extension IntakeJob {
+    /// A head line (id, record, state, item, hub), the reason of a failed
+    /// job, a line per stage (status and what the hub confirmed) and one
+    /// per photo.
+    public var statusLines: [String] {
+        var head = "job \(id) \(record) \(state.rawValue)"
+        if let item { head += " item \(item)\(newItem ? " (new)" : "")" }
+        var lines = [head + " hub \(hub)"]
+        if let reason { lines.append("  reason: \(reason)") }
+        for row in stages {
+            var line = "  " + Self.column(row.stage.rawValue) + Self.column(row.status.rawValue)
+            if row.stage == .upload {
+                line += "\(photos.filter(\.uploaded).count)/\(photos.count) photos stored"
+                if let seq = row.result?["seq"], !seq.isNull { line += ", seq \(seq)" }
+            } else if let result = row.result {
+                line += result.map { "\($0.key) \($0.value.stringValue ?? $0.value.serializedString)" }.joined(separator: ", ")
+            }
+            lines.append(line)
+        }
+        for photo in photos {
+            lines.append("  photo \(photo.position + 1) \(photo.sha256) \(photo.type) \(PhotoUploadDisplay.size(photo.size))"
+                         + "\(photo.uploaded ? " stored" : "") \(photo.source)")
+        }
+        return lines
+    }
+
+    /// Left-aligned in a column of 10 characters (a space after a longer text).
+    private static func column(_ text: String) -> String {
+        text.count >= 10 ? text + " " : text + String(repeating: " ", count: 10 - text.count)
+    }
+}
