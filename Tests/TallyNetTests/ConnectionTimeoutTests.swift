@@ -58,7 +58,12 @@ import TallyWebSocket
         try withManualClock(testConfiguration(), TestApp()) { server, _, clock in
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
-            try raw.send("GET /hello HTTP/1.1\r\nHost: localhost\r\n")
+            let partial = "GET /hello HTTP/1.1\r\nHost: localhost\r\n"
+            try raw.send(partial)
+            // The request's clock starts when its first bytes are read: wait
+            // for that before moving time (a loaded machine may take more
+            // than the two loop iterations `advance` settles first).
+            #expect(eventually { server.metricsSnapshot()[.bytesIn] >= partial.utf8.count })
             try clock.advance(byMillis: 15_000, on: server)
             #expect(server.metricsSnapshot()[.idleTimeouts] == 0, "timed out before the limit")
             try clock.advance(byMillis: 1_000, on: server)
@@ -98,6 +103,8 @@ import TallyWebSocket
         try withManualClock(testConfiguration { $0.tls = tls.server }, TestApp()) { server, _, clock in
             let raw = try RawSocket(port: server.port)
             defer { raw.close() }
+            // The handshake's clock starts at the accept.
+            #expect(eventually { server.metricsSnapshot()[.connectionsAccepted] == 1 })
             try clock.advance(byMillis: 10_000, on: server)
             #expect(server.metricsSnapshot()[.connectionsOpen] == 1)
             try clock.advance(byMillis: 1_000, on: server)
