@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import TallyConcurrency
+import TallyClient
 import TallyHTTP
 import TallyNet
 
@@ -416,25 +417,12 @@ func sleep(untilNanos deadline: UInt64) {
     while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
 }
 
-/// A blocking HTTP/1.1 GET on loopback (for /metrics); the body, or nil.
+/// A blocking GET on loopback (for /metrics) through the one REST client;
+/// the body, or nil.
 public func httpGet(port: Int, path: String) -> String? {
-    guard let stream = try? BlockingStream.connect(host: "127.0.0.1", port: port, tls: nil, timeoutMillis: 10_000) else {
-        return nil
-    }
-    defer { stream.close() }
-    let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
-    guard (try? stream.writeAll(request[...])) != nil else { return nil }
-    var parser = HTTPResponseParser(limits: HTTPResponseLimits(maxBodyBytes: 64 << 20))
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        guard let count = try? stream.read(into: &chunk) else { return nil }
-        let result = count == 0 ? parser.finish() : parser.parse(chunk[0..<count]).result
-        switch result {
-        case .needMore, .head: continue
-        case .response(let response): return String(decoding: response.body, as: UTF8.self)
-        case .failure: return nil
-        }
-    }
+    let client = RESTClient(access: HubAccess(server: "http://127.0.0.1:\(port)"))
+    guard let response = try? client.get(path), response.status == 200 else { return nil }
+    return String(decoding: response.body, as: UTF8.self)
 }
 
 /// A value of a Prometheus text metric without labels.
