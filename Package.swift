@@ -58,6 +58,10 @@ let package = Package(
         // the CLI's own files (the mirror's store, the intake outbox): WAL +
         // synchronous=FULL, transactions, typed errors; their private directories.
         .target(name: "TallySQLite", dependencies: ["CSQLite"], swiftSettings: strict),
+        // One PostgreSQL connection with one owner thread (for the PostgreSQL store
+        // to come): binary parameters and rows, prepared statements, transactions
+        // as closure scopes, LISTEN/NOTIFY with a wakeable wait, reconnect.
+        .target(name: "TallyPostgres", dependencies: ["CLibPQ", "CLinuxShim"], swiftSettings: strict),
         // One process per data directory or mirror store: an exclusive lock file naming its holder.
         .target(name: "TallyFileLock", swiftSettings: strict),
         // The hub: the core, sessions, configuration, routes, metrics.
