@@ -105,6 +105,7 @@ let package = Package(
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyTestSupport"]),
         .testTarget(name: "TallySQLiteTests", dependencies: ["TallySQLite", "TallyTestSupport"]),
+        .testTarget(name: "TallyPostgresTests", dependencies: ["TallyConcurrency", "TallyPostgres", "TallyTestSupport"]),
         .testTarget(name: "TallyNetTests",
                     dependencies: ["TallyConcurrency", "TallyNet", "TallyServer", "TallyTestSupport"]),
         .testTarget(name: "TallyClientTests",
