@@ -47,7 +47,7 @@ package final class PostgresResult: RandomAccessCollection {
     }
 
     /// The first row, or a `.usage` error saying the statement returned none.
-    package func onlyRow() throws(PostgresError) -> PostgresRow {
+    package func firstRow() throws(PostgresError) -> PostgresRow {
         guard let row = first else { throw .usage("returned no row", operation: operation) }
         return row
     }

@@ -205,20 +205,39 @@ public struct PostgresURL: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The URL with `***` for the password: fit for logs and error messages.
+    /// The URL with `***` for the password: fit for logs and error messages,
+    /// and read back by `init(parsing:)` as the same URL but for the password.
     public var description: String {
-        var text = "postgres://\(user)"
+        var text = "postgres://\(Self.percentEncoded(user))"
         if password != nil { text += ":***" }
         text += "@"
         text += endpoints.map { endpoint in
-            let host = endpoint.host.contains(":") ? "[\(endpoint.host)]" : endpoint.host
+            let host = endpoint.host.contains(":") ? "[\(endpoint.host)]" : Self.percentEncoded(endpoint.host)
             return "\(host):\(endpoint.port)"
         }.joined(separator: ",")
-        text += "/\(database)"
+        text += "/\(Self.percentEncoded(database))"
         if !parameters.isEmpty {
-            text += "?" + parameters.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
+            text += "?" + parameters.map { "\(Self.percentEncoded($0.name))=\(Self.percentEncoded($0.value))" }
+                .joined(separator: "&")
         }
         return text
+    }
+
+    /// Escapes the characters that delimit a URL's parts (RFC 3986
+    /// gen-delims and the ones this form splits on), and control bytes.
+    static func percentEncoded(_ text: String) -> String {
+        let delimiters = Set(":/?#[]@,&=% ".utf8)
+        guard text.utf8.contains(where: { delimiters.contains($0) || $0 < 0x20 || $0 == 0x7f }) else { return text }
+        let hex = Array("0123456789ABCDEF".utf8)
+        var bytes: [UInt8] = []
+        for byte in text.utf8 {
+            if delimiters.contains(byte) || byte < 0x20 || byte == 0x7f {
+                bytes += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xf)]]
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The libpq key words for this URL, in order (PQconnectdbParams).

@@ -251,12 +251,15 @@ public final class PostgresCluster: Sendable {
 
     // MARK: Processes
 
+    /// Numbers each command's log, so commands run at once keep theirs apart.
+    private static let commands = Atomic<Int>(0)
+
     /// Runs a program to its end (as the server's user when given), its
-    /// output in DIRECTORY/command.log; a non-zero exit throws with the
+    /// output in DIRECTORY/command-N.log; a non-zero exit throws with the
     /// command and its output.
     private static func run(_ program: String, _ arguments: [String], as user: ServerUser?, in directory: String,
                             what: String) throws(TestFailure) {
-        let log = directory + "/command.log"
+        let log = directory + "/command-\(commands.add(1, ordering: .relaxed).newValue).log"
         let argv = (user.map { [$0.runuser, "-u", "postgres", "--"] } ?? []) + [program] + arguments
         let pid = try spawn(argv, output: log, directory: directory, newSession: false)
         var status: Int32 = 0

@@ -105,11 +105,11 @@ extension PostgresTests {
             let total = Int64(result.committedRows)
             // Every tenth transaction rolled back after taking its seqs.
             #expect(result.committedTransactions == connections * (transactionsEach - transactionsEach / 10))
-            let log = try setup.query("SELECT count(*), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM tally_log").onlyRow()
+            let log = try setup.query("SELECT count(*), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM tally_log").firstRow()
             #expect(try log.int64(0) == total)
             #expect(try log.int64(1) == 1)
             #expect(try log.int64(2) == total, "seqs are 1...\(total) without a gap")
-            #expect(try setup.query("SELECT seq FROM tally_head").onlyRow().int64(0) == total)
+            #expect(try setup.query("SELECT seq FROM tally_head").firstRow().int64(0) == total)
             // Announced once each, and together exactly 1...total.
             let ranges = result.announced.sorted { $0.lowerBound < $1.lowerBound }
             #expect(ranges.count == result.committedTransactions)
@@ -163,7 +163,7 @@ extension PostgresTests {
                         }
                     } else {
                         try connection.transaction {
-                            let last = try connection.execute(takeSeqs, [.int8(count)]).onlyRow().int64(0)
+                            let last = try connection.execute(takeSeqs, [.int8(count)]).firstRow().int64(0)
                             let seqs = Array((last - count + 1)...last)
                             try connection.execute(insertChanges, [.int8Array(seqs), .int8(Int64(writer)),
                                                                    .byteaArray(seqs.map { Array("change \($0)".utf8) })])

@@ -22,7 +22,7 @@ extension PostgresTests {
             #expect(error?.operation == "insert record")
             #expect(error?.description.hasPrefix("insert record: duplicate key value violates unique constraint") == true)
             // The connection goes on.
-            #expect(try db.query("SELECT count(*) FROM records").onlyRow().int64(0) == 1)
+            #expect(try db.query("SELECT count(*) FROM records").firstRow().int64(0) == 1)
         }
 
         @Test func aSyntaxErrorIsAServerErrorNamingTheStatement() throws {
@@ -49,7 +49,7 @@ extension PostgresTests {
             #expect(error?.sqlState == "40001")
             #expect(error?.isSerializationFailure == true)
             #expect(!first.inTransaction)
-            #expect(try first.query("SELECT v FROM t").onlyRow().int64(0) == 2)
+            #expect(try first.query("SELECT v FROM t").firstRow().int64(0) == 2)
         }
 
         @Test func aRefusedConnectionIsConnectionLostAndHidesThePassword() throws {
@@ -101,7 +101,7 @@ extension PostgresTests {
                 }
             }
             #expect(!db.inTransaction)
-            #expect(try db.query("SELECT count(*) FROM t").onlyRow().int64(0) == 0)
+            #expect(try db.query("SELECT count(*) FROM t").firstRow().int64(0) == 0)
         }
 
         @Test func aReturnCommitsAndPassesTheResult() throws {
@@ -111,10 +111,10 @@ extension PostgresTests {
                 try db.query("INSERT INTO t VALUES (1), (2)")
                 // A nested scope joins the outer transaction.
                 try db.transaction { try db.query("INSERT INTO t VALUES (3)") }
-                return try db.query("SELECT count(*) FROM t").onlyRow().int64(0)
+                return try db.query("SELECT count(*) FROM t").firstRow().int64(0)
             }
             #expect(count == 3)
-            #expect(try db.query("SELECT count(*) FROM t").onlyRow().int64(0) == 3)
+            #expect(try db.query("SELECT count(*) FROM t").firstRow().int64(0) == 3)
         }
 
         @Test func aFailedStatementCaughtInsideStillFailsTheCommit() throws {
@@ -129,7 +129,7 @@ extension PostgresTests {
             #expect(error?.sqlState == "25P02")
             #expect(error?.operation == "commit")
             #expect(!db.inTransaction)
-            #expect(try db.query("SELECT count(*) FROM t").onlyRow().int64(0) == 0)
+            #expect(try db.query("SELECT count(*) FROM t").firstRow().int64(0) == 0)
         }
 
         @Test func aConstraintCheckedAtCommitFailsTheCommit() throws {
@@ -145,7 +145,7 @@ extension PostgresTests {
             #expect(error?.isUniqueViolation == true)
             #expect(error?.operation == "commit")
             #expect(error?.commitOutcomeUnknown == false)
-            #expect(try db.query("SELECT count(*) FROM t").onlyRow().int64(0) == 0)
+            #expect(try db.query("SELECT count(*) FROM t").firstRow().int64(0) == 0)
         }
     }
 }

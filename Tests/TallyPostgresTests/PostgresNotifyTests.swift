@@ -42,7 +42,7 @@ extension PostgresTests {
             }
             #expect(notifications.map(\.payload) == ["1-2"])
             // After the notification, the rows it announces are visible.
-            #expect(try listener.query("SELECT count(*) FROM log").onlyRow().int64(0) == 2)
+            #expect(try listener.query("SELECT count(*) FROM log").firstRow().int64(0) == 2)
             // Once: nothing more comes.
             #expect(try listener.waitForNotifications(timeoutMillis: 200) == .timedOut)
         }
@@ -74,7 +74,7 @@ extension PostgresTests {
             #expect(elapsed >= 290 && elapsed < 2_000, "waited \(elapsed) ms")
             #expect(try listener.waitForNotifications(timeoutMillis: 0) == .timedOut)
             // The connection is fine afterwards.
-            #expect(try listener.query("SELECT 1").onlyRow().int64(0) == 1)
+            #expect(try listener.query("SELECT 1").firstRow().int64(0) == 1)
         }
 
         @Test func aWakerEndsTheWaitFromAnotherThread() throws {

@@ -26,6 +26,17 @@ import Testing
         #expect(url.endpoints == [.init(host: "/tmp/pg", port: 5432)])
     }
 
+    @Test func theDescriptionReadsBackButForThePassword() throws {
+        let url = try PostgresURL(parsing: "postgres://a%40b:pw@%2Ftmp%2Fpg,[fe80::1]:6000/stock%2Fmain?application_name=hub%201")
+        #expect(url.user == "a@b")
+        #expect(url.database == "stock/main")
+        #expect(url.description == "postgres://a%40b:***@%2Ftmp%2Fpg:5432,[fe80::1]:6000/stock%2Fmain?application_name=hub%201")
+        var again = try PostgresURL(parsing: url.description)
+        #expect(again.password == "***")
+        again.password = "pw"
+        #expect(again == url)
+    }
+
     @Test(arguments: [
         ("localhost:5432/db", "no scheme"),
         ("mysql://u:pw@h/db", "not postgres://"),

@@ -22,11 +22,11 @@ extension PostgresTests {
         @Test func everyTypeRoundTripsThroughQuery() throws {
             let db = try freshConnection("values")
             for value in Self.samples {
-                let row = try db.query("SELECT $1", [value]).onlyRow()
+                let row = try db.query("SELECT $1", [value]).firstRow()
                 #expect(try row.value(0) == value, "\(value)")
             }
             // Not-a-number is not equal to itself: compare its bits.
-            let nan = try db.query("SELECT $1", [.float8(.nan)]).onlyRow().double(0)
+            let nan = try db.query("SELECT $1", [.float8(.nan)]).firstRow().double(0)
             #expect(nan.isNaN)
         }
 
@@ -60,7 +60,7 @@ extension PostgresTests {
         @Test func nullIsNullForEveryType() throws {
             let db = try freshConnection("nulls")
             let row = try db.query("SELECT $1::text IS NULL, $2::int8 IS NULL, $3::float8 IS NULL, $4::bool IS NULL, $5::bytea IS NULL, $6",
-                                   [.null, .null, .null, .null, .null, .null]).onlyRow()
+                                   [.null, .null, .null, .null, .null, .null]).firstRow()
             #expect(try (0..<5).allSatisfy { try row.bool($0) })
             #expect(try row.value(5) == .null)
             let optional: Int64? = try row.get(5)
@@ -71,14 +71,14 @@ extension PostgresTests {
             let db = try freshConnection("large")
             var generator = SplitMix(state: 7)
             let blob = (0..<(1 << 20)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
-            let row = try db.query("SELECT $1::bytea, length($1::bytea)", [.bytea(blob)]).onlyRow()
+            let row = try db.query("SELECT $1::bytea, length($1::bytea)", [.bytea(blob)]).firstRow()
             #expect(try row.bytes(0) == blob)
             #expect(try row.int64(1) == Int64(blob.count))
         }
 
         @Test func narrowerColumnTypesReadWidened() throws {
             let db = try freshConnection("widen")
-            let row = try db.query("SELECT 7::int2, -8::int4, 9::oid, 1.5::float4, 'n'::name, 'v'::varchar, 'c'::char(2), '{\"a\":1}'::json").onlyRow()
+            let row = try db.query("SELECT 7::int2, -8::int4, 9::oid, 1.5::float4, 'n'::name, 'v'::varchar, 'c'::char(2), '{\"a\":1}'::json").firstRow()
             #expect(try row.int64(0) == 7)
             #expect(try row.int64(1) == -8)
             #expect(try row.int64(2) == 9)
@@ -91,7 +91,7 @@ extension PostgresTests {
 
         @Test func aFieldReadAsTheWrongTypeNamesTheColumn() throws {
             let db = try freshConnection("mismatch")
-            let row = try db.query("SELECT 1::int8 AS seq, NULL::text AS note, 1.5::numeric AS amount").onlyRow()
+            let row = try db.query("SELECT 1::int8 AS seq, NULL::text AS note, 1.5::numeric AS amount").firstRow()
             let asText = postgresError { _ = try row.text(0) }
             #expect(asText?.kind == .usage)
             #expect(asText?.message.contains("column 0 (seq)") == true, "\(String(describing: asText))")
@@ -99,7 +99,7 @@ extension PostgresTests {
             #expect(nullText?.message.contains("is NULL") == true)
             let numeric = postgresError { _ = try row.value(2) }
             #expect(numeric?.message.contains("cast it in SQL") == true)
-            #expect(try db.query("SELECT 1.5::numeric::text").onlyRow().text(0) == "1.5")
+            #expect(try db.query("SELECT 1.5::numeric::text").firstRow().text(0) == "1.5")
             let missing = postgresError { _ = try row.int64(3) }
             #expect(missing?.message.contains("does not exist") == true)
         }
@@ -107,13 +107,13 @@ extension PostgresTests {
         @Test func aPreparedStatementRefusesAValueOfTheWrongTypeBeforeSending() throws {
             let db = try freshConnection("declared")
             let statement = PostgresStatement("add", "SELECT $1 + 1", parameters: [.int8])
-            #expect(try db.execute(statement, [.int8(41)]).onlyRow().int64(0) == 42)
+            #expect(try db.execute(statement, [.int8(41)]).firstRow().int64(0) == 42)
             let wrongType = postgresError { try db.execute(statement, [.text("41")]) }
             #expect(wrongType?.kind == .usage)
             #expect(wrongType?.description == "add: parameter $1 is text, declared int8")
             let wrongCount = postgresError { try db.execute(statement, []) }
             #expect(wrongCount?.message == "given 0 parameters, declared 1")
-            #expect(try db.execute(statement, [.null]).onlyRow().isNull(0))
+            #expect(try db.execute(statement, [.null]).firstRow().isNull(0))
         }
 
         @Test func affectedRowsAndCommandStatus() throws {
