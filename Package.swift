@@ -28,6 +28,8 @@ let package = Package(
                        providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ", pkgConfig: "libpq",
+                       providers: [.apt(["libpq-dev"])]),
 
         // The concurrency primitives every module shares: a lock at a stable
         // address, a locked value box, a condition lock, a countdown latch and
@@ -56,6 +58,10 @@ let package = Package(
         // the CLI's own files (the mirror's store, the intake outbox): WAL +
         // synchronous=FULL, transactions, typed errors; their private directories.
         .target(name: "TallySQLite", dependencies: ["CSQLite"], swiftSettings: strict),
+        // One PostgreSQL connection with one owner thread (for the PostgreSQL store
+        // to come): binary parameters and rows, prepared statements, transactions
+        // as closure scopes, LISTEN/NOTIFY with a wakeable wait, reconnect.
+        .target(name: "TallyPostgres", dependencies: ["CLibPQ", "CLinuxShim"], swiftSettings: strict),
         // One process per data directory or mirror store: an exclusive lock file naming its holder.
         .target(name: "TallyFileLock", swiftSettings: strict),
         // The hub: the core, sessions, configuration, routes, metrics.
@@ -99,6 +105,7 @@ let package = Package(
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyTestSupport"]),
         .testTarget(name: "TallySQLiteTests", dependencies: ["TallySQLite", "TallyTestSupport"]),
+        .testTarget(name: "TallyPostgresTests", dependencies: ["TallyConcurrency", "TallyPostgres", "TallyTestSupport"]),
         .testTarget(name: "TallyNetTests",
                     dependencies: ["TallyConcurrency", "TallyNet", "TallyServer", "TallyTestSupport", "TallyBench"]),
         .testTarget(name: "TallyClientTests",

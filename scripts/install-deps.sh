@@ -2,8 +2,12 @@
 # Installs the Debian packages Tally builds and tests with, when missing.
 # Usage: scripts/install-deps.sh [build|test]   (test adds what the test suite needs)
 set -euo pipefail
-want=(libssl-dev zlib1g-dev libsqlite3-dev pkg-config openssl)
+# libpq-dev: the PostgreSQL client library TallyPostgres links (Sources/CLibPQ).
+want=(libssl-dev zlib1g-dev libsqlite3-dev libpq-dev pkg-config openssl)
 if [ "${1:-build}" = test ]; then
+  # TallyPostgresTests start a private server (initdb, pg_ctl) as the postgres
+  # user this package creates; its own cluster is not used.
+  want+=(postgresql)
   want+=(python3 python3-venv python3-pip)
   # The browser tests (Tests/browser): headless Chromium driven by Selenium.
   want+=(chromium chromium-driver fonts-dejavu-core)

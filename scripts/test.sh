@@ -10,7 +10,14 @@ echo "== build"
 swift build --build-tests
 
 echo "== swift test"
-swift test --skip-build
+# TallyPostgresTests run in a process of their own, after the rest: their
+# PostgreSQL server and the counter-row test's writers load both cores and the
+# loopback, and under that load a timing-sensitive TallyNet test
+# (ConnectionTimeoutTests.incompleteRequestTimesOutWith408) failed 2 runs of 2.
+swift test --skip-build --skip TallyPostgresTests
+
+echo "== swift test: TallyPostgresTests (a private PostgreSQL server)"
+swift test --skip-build --filter TallyPostgresTests
 
 echo "== fuzz targets: build, replay regressions and seed corpora"
 SANITIZERS=fuzzer Fuzz/run.sh regress
