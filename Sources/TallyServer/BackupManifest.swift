@@ -93,17 +93,7 @@ public struct BackupManifest: Sendable, Equatable {
         let text = Array((json.prettyString + "\n").utf8)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .fileSystem(operation: "create", path: temporary, errno: errno) }
-        var failure: Int32 = 0
-        text.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n > 0 { offset += n; continue }
-                if n < 0 && errno == EINTR { continue }
-                failure = n < 0 ? errno : EIO
-                return
-            }
-        }
+        var failure = BlobFiles.writeFully(fd, text)
         if failure == 0, fsync(fd) != 0 { failure = errno }
         close(fd)
         guard failure == 0 else {

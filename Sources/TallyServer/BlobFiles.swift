@@ -142,6 +142,13 @@ final class BlobFiles: Sendable {
     }
 
     private func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws(BlobError) {
+        let failure = Self.writeFully(fd, bytes)
+        guard failure == 0 else { throw .storageFailed(operation: "write the blob", path: path, errno: failure) }
+    }
+
+    /// Writes all of `bytes` to `fd`, through short writes and EINTR; 0, or
+    /// the errno that stopped it (EIO for a write that wrote nothing).
+    static func writeFully(_ fd: Int32, _ bytes: [UInt8]) -> Int32 {
         var failure: Int32 = 0
         bytes.withUnsafeBytes { raw in
             var offset = 0
@@ -153,7 +160,7 @@ final class BlobFiles: Sendable {
                 return
             }
         }
-        guard failure == 0 else { throw .storageFailed(operation: "write the blob", path: path, errno: failure) }
+        return failure
     }
 
     func syncDirectory(_ directory: String) throws(BlobError) {
