@@ -84,10 +84,14 @@ let package = Package(
         // the typed request of each stage and the runner that resumes them.
         .target(name: "TallyIntake", dependencies: ["TallyClient", "TallyHTTP", "TallyProtocol", "TallySQLite", "COpenSSL"],
                 swiftSettings: strict),
+        // The command line's parser: options declared once (OptionTable) for
+        // parsing and help, values checked (sizes, durations), usage errors.
+        .target(name: "TallyCommandLine", swiftSettings: strict),
         // The command-line front end: argument parsing and output only.
         .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS",
                                                       "TallyProtocol", "TallyStore", "TallyEngine", "TallySQLite",
-                                                      "TallyClient", "TallyMirror", "TallyIntake", "TallyConcurrency"],
+                                                      "TallyClient", "TallyMirror", "TallyIntake", "TallyConcurrency",
+                                                      "TallyCommandLine"],
                           swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary directories, …).
@@ -104,6 +108,7 @@ let package = Package(
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyTestSupport"]),
+        .testTarget(name: "TallyCommandLineTests", dependencies: ["TallyCommandLine"]),
         .testTarget(name: "TallySQLiteTests", dependencies: ["TallySQLite", "TallyTestSupport"]),
         .testTarget(name: "TallyPostgresTests", dependencies: ["TallyConcurrency", "TallyPostgres", "TallyTestSupport"]),
         .testTarget(name: "TallyNetTests",

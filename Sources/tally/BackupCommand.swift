@@ -2,6 +2,7 @@
 import TallyProtocol
 import TallyServer
 import TallyStore
+import TallyCommandLine
 
 /// `tally backup DEST`: a consistent copy of a running hub's store and photos.
 enum BackupCommand {

@@ -2,6 +2,7 @@
 import TallyBench
 import TallyNet
 import TallyTLS
+import TallyCommandLine
 
 /// `tally bench …`: load generators that print a table.
 enum BenchCommand {

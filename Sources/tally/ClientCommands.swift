@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import TallyClient
+import TallyCommandLine
 
 /// `tally get|set|del|watch|list|emit|on`: the hub's operations from the shell.
 enum ClientCommands {

@@ -1,6 +1,7 @@
 import TallyBench
 import TallyNet
 import TallyTLS
+import TallyCommandLine
 
 /// `tally echo-check URL`: checks a WebSocket echo server message by message.
 enum EchoCheckCommand {

@@ -4,6 +4,7 @@ import TallyIntake
 import TallyMirror
 import TallyServer
 import TallyTLS
+import TallyCommandLine
 
 /// A failure the CLI itself words: a setting the arguments named that
 /// cannot be used, a step of a longer command that failed.

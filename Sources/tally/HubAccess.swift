@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import TallyClient
+import TallyCommandLine
 
 /// The CLI's `--server`/`$TALLY_URL`, `--token`/`$TALLY_TOKEN` and
 /// `--insecure`, read into the library's `HubAccess`.

@@ -1,6 +1,7 @@
 import TallyClient
 import TallyIntake
 import TallyProtocol
+import TallyCommandLine
 
 /// `tally intake status [JOB]`: what the outbox knows about each job.
 extension IntakeCommand {

@@ -2,6 +2,7 @@
 import TallyClient
 import TallyIntake
 import TallyNet
+import TallyCommandLine
 
 /// `tally intake new|resume|status`: intake jobs with photos, kept in a
 /// persistent local outbox so a job killed at any point continues from its

@@ -2,6 +2,7 @@
 import TallyClient
 import TallyMirror
 import TallyProtocol
+import TallyCommandLine
 
 /// `tally mirror run|get|set|del|ls|status|conflicts`: a local SQLite copy
 /// of part of the hub that keeps working while the hub is away (see

@@ -4,6 +4,7 @@ import TallyClient
 import TallyMirror
 import TallyNet
 import TallyProtocol
+import TallyCommandLine
 
 /// `tally mirror run`: starts `MirrorSync` on the store and waits for
 /// SIGINT/SIGTERM (or a fatal store error).

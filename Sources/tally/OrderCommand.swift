@@ -2,6 +2,7 @@
 import TallyClient
 import TallyMirror
 import TallyProtocol
+import TallyCommandLine
 
 /// `tally order new|advance|cancel|ls`: stock orders, whose stages the hub
 /// enforces (received → in-progress → ready → delivered, or cancelled).

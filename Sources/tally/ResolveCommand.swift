@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import TallyClient
+import TallyCommandLine
 
 /// `tally resolve CODE`: which item a scanned code names — its id, SKU, a
 /// serial, one of its codes, a UUID or an item link (`GET /v1/resolve/{code}`).

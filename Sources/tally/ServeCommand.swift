@@ -4,6 +4,7 @@ import TallyServer
 import TallyStore
 import TallyTLS
 import TallyBench
+import TallyCommandLine
 
 /// `tally serve`: runs the hub until SIGINT or SIGTERM.
 enum ServeCommand {

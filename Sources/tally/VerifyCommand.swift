@@ -3,6 +3,7 @@ import TallyClient
 import TallyMirror
 import TallyNet
 import TallyProtocol
+import TallyCommandLine
 
 /// `tally verify`: compares a mirror with the hub, record by record.
 enum VerifyCommand {

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import TallyCommandLine
 
 /// The `tally` command: one type per subcommand, declared once here for
 /// both the dispatch and the Commands section of the usage.

@@ -1,16 +1,16 @@
 /// One option a command takes: its name, the placeholder of its value
 /// (nil: a switch) and its lines in the command's help (none: the
 /// command's own text describes it, as in a usage line).
-struct Option {
+public struct Option: Sendable {
     /// The names on this help line with their placeholders; two when they
     /// are described together (`--url URL --hub-pid PID`).
-    let names: [(name: String, value: String?)]
-    let help: [String]
+    public let names: [(name: String, value: String?)]
+    public let help: [String]
     /// A value starting with `--` is taken for a forgotten value, not a
     /// file name (`--photo --json`).
-    private(set) var strict = false
+    public private(set) var strict = false
 
-    init(_ name: String, _ value: String? = nil, _ help: String...) {
+    public init(_ name: String, _ value: String? = nil, _ help: String...) {
         names = [(name, value)]
         self.help = help
     }
@@ -21,18 +21,18 @@ struct Option {
     }
 
     /// A file option whose value may not start with `--` (write `./--name`).
-    static func file(_ name: String, _ value: String, _ help: String...) -> Option {
+    public static func file(_ name: String, _ value: String, _ help: String...) -> Option {
         var option = Option(names: [(name, value)], help: help)
         option.strict = true
         return option
     }
 
     /// Two options that only make sense together, on one help line.
-    static func pair(_ first: Option, _ second: Option, _ help: String...) -> Option {
+    public static func pair(_ first: Option, _ second: Option, _ help: String...) -> Option {
         Option(names: first.names + second.names, help: help)
     }
 
-    var label: String {
+    public var label: String {
         names.map { name, value in value.map { "--\(name) \($0)" } ?? "--\(name)" }.joined(separator: " ")
     }
 }
@@ -41,25 +41,25 @@ struct Option {
 /// exactly these (`Arguments`), and `help` renders their lines, each
 /// description starting at `column`, so `--help` lists what the command
 /// takes.
-struct OptionTable {
-    let column: Int
-    let options: [Option]
+public struct OptionTable: Sendable {
+    public let column: Int
+    public let options: [Option]
 
-    init(column: Int, _ options: [Option]) {
+    public init(column: Int, _ options: [Option]) {
         self.column = column
         self.options = options
     }
 
     /// Options that take a value.
-    var valued: Set<String> { Set(options.flatMap { $0.names.filter { $0.value != nil }.map(\.name) }) }
+    public var valued: Set<String> { Set(options.flatMap { $0.names.filter { $0.value != nil }.map(\.name) }) }
     /// Switches.
-    var flags: Set<String> { Set(options.flatMap { $0.names.filter { $0.value == nil }.map(\.name) }) }
+    public var flags: Set<String> { Set(options.flatMap { $0.names.filter { $0.value == nil }.map(\.name) }) }
     /// Options whose value may not start with `--`.
-    var strict: Set<String> { Set(options.filter(\.strict).flatMap { $0.names.map(\.name) }) }
+    public var strict: Set<String> { Set(options.filter(\.strict).flatMap { $0.names.map(\.name) }) }
 
     /// The options' help lines: `  --name VALUE` padded to `column` (or two
     /// spaces past a longer label), continuation lines indented to `column`.
-    var help: String {
+    public var help: String {
         options.filter { !$0.help.isEmpty }.flatMap { option -> [String] in
             let label = "  " + option.label
             let first = label + String(repeating: " ", count: max(2, column - label.count)) + option.help[0]

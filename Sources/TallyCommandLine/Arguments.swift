@@ -1,19 +1,21 @@
-import TallyClient
-
 /// A command line usage mistake: printed with a hint, exit status 2.
-struct UsageError: Error {
-    var message: String
+public struct UsageError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+
+    public init(message: String) { self.message = message }
+
+    public var description: String { message }
 }
 
 /// Parses `--flag value`, `--flag=value`, `--switch` and positionals against
 /// the options a command declares (its `OptionTable`s, and `--help`);
 /// anything else is a usage error.
-struct Arguments {
-    private(set) var positionals: [String] = []
+public struct Arguments: Sendable {
+    public private(set) var positionals: [String] = []
     private var values: [String: [String]] = [:]
     private var switches: Set<String> = []
 
-    init(_ args: ArraySlice<String>, command: String, options tables: OptionTable...) throws(UsageError) {
+    public init(_ args: ArraySlice<String>, command: String, options tables: OptionTable...) throws(UsageError) {
         let valued = tables.reduce(into: Set<String>()) { $0.formUnion($1.valued) }
         let flags = tables.reduce(into: Set(["help"])) { $0.formUnion($1.flags) }
         let strict = tables.reduce(into: Set<String>()) { $0.formUnion($1.strict) }
@@ -50,14 +52,14 @@ struct Arguments {
         }
     }
 
-    func flag(_ name: String) -> Bool { switches.contains(name) }
+    public func flag(_ name: String) -> Bool { switches.contains(name) }
 
-    func string(_ name: String) -> String? { values[name]?.last }
+    public func string(_ name: String) -> String? { values[name]?.last }
 
     /// Every value of an option that may be repeated (`--policy A --policy B`).
-    func strings(_ name: String) -> [String] { values[name] ?? [] }
+    public func strings(_ name: String) -> [String] { values[name] ?? [] }
 
-    func int(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
+    public func int(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
         guard let text = string(name) else { return nil }
         guard let value = Int(text), range.contains(value) else {
             throw UsageError(message: "--\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
@@ -66,7 +68,7 @@ struct Arguments {
     }
 
     /// A duration in seconds (decimals allowed), returned in milliseconds.
-    func millis(_ name: String) throws(UsageError) -> Int64? {
+    public func millis(_ name: String) throws(UsageError) -> Int64? {
         guard let text = string(name) else { return nil }
         guard let seconds = Double(text), seconds > 0, seconds <= 86_400 else {
             throw UsageError(message: "--\(name) must be a number of seconds greater than 0, not '\(text)'")
@@ -75,7 +77,7 @@ struct Arguments {
     }
 
     /// A byte size: a number with an optional K, M or G suffix (binary units).
-    func bytes(_ name: String) throws(UsageError) -> Int? {
+    public func bytes(_ name: String) throws(UsageError) -> Int? {
         guard let text = string(name) else { return nil }
         var digits = Substring(text)
         var scale = 1
@@ -91,33 +93,9 @@ struct Arguments {
         return value * scale
     }
 
-    /// A file of the user's data: `--OPTION FILE`, else where
-    /// `UserDataFile` places it (`$VARIABLE`, then the XDG data directory).
-    static func dataFile(_ flag: String?, option: String, variable: String, name: String,
-                         what: String) throws(UsageError) -> String {
-        if let flag {
-            guard !flag.isEmpty else { throw UsageError(message: "--\(option) needs a file name") }
-            return flag
-        }
-        guard let path = UserDataFile.path(name, variable: variable) else {
-            throw UsageError(message: "cannot place \(what): HOME is not set; use --\(option) FILE or \(variable)")
-        }
-        return path
-    }
-
-    func noPositionals(_ command: String) throws(UsageError) {
+    public func noPositionals(_ command: String) throws(UsageError) {
         if let extra = positionals.first {
             throw UsageError(message: "unexpected argument '\(extra)' for 'tally \(command)'")
         }
-    }
-}
-
-extension StringProtocol {
-    /// Without leading and trailing spaces and tabs.
-    var trimmingSpaces: String {
-        var slice = Substring(self)
-        while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
-        while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
-        return String(slice)
     }
 }
