@@ -51,12 +51,12 @@ private struct Oops: SQLiteFailure, CustomStringConvertible {
         #expect(throws: Oops.self) {
             try db.transaction { () throws(Oops) in
                 try db.query("INSERT INTO t VALUES ('a')")
-                try db.transaction { () throws(Oops) in try db.query("INSERT INTO t VALUES ('b')") }
+                try db.transaction { () throws(Oops) in _ = try db.query("INSERT INTO t VALUES ('b')") }
                 try db.query("INSERT INTO t VALUES ('a')")
             }
         }
         #expect(try db.query("SELECT count(*) FROM t") == [[.int(0)]])
-        try db.transaction { () throws(Oops) in try db.query("INSERT INTO t VALUES ('c')") }
+        try db.transaction { () throws(Oops) in _ = try db.query("INSERT INTO t VALUES ('c')") }
         #expect(try db.query("SELECT k FROM t") == [[.text("c")]])
     }
 
