@@ -1,0 +1,156 @@
+@preconcurrency import Glibc
+import TallyPostgres
+import TallyProtocol
+import TallyTestSupport
+import Testing
+@_spi(Testing) @testable import TallyStore
+
+/// What only the PostgreSQL store has: its schema in tally_schema, the head
+/// row that a second writer moves, one NOTIFY per group, and the cost of a
+/// rank without counted blocks.
+@Suite struct PostgresStoreTests {
+    static func freshDatabase() throws -> String {
+        try PostgresCluster.shared().createDatabase("pgstore")
+    }
+
+    /// An empty database gets every migration in one go; opening it again
+    /// runs none and keeps what was committed.
+    @Test func anEmptyDatabaseIsMigratedAndReopened() throws {
+        let url = try Self.freshDatabase()
+        let first = try PostgresStore(url: url)
+        let recorder = CommitRecorder()
+        first.start { recorder.record($0) }
+        first.submit(StoreUnit(mutations: [.putRecord(record("kept"))], changes: [change(1, .record, "kept")], token: 1))
+        #expect(try recorder.wait(for: [1])[0].error == nil)
+        first.close()
+
+        let admin = try PostgresConnection(url: url)
+        #expect(try admin.query("SELECT version FROM tally_schema").firstRow().int64(0) == PostgresSchema.latestVersion)
+        #expect(try admin.query("SELECT count(*) FROM tally_head").firstRow().int64(0) == 1)
+        #expect(try admin.query("SELECT count(*) FROM tally_meta").firstRow().int64(0) == 1)
+
+        let again = try PostgresStore(url: url)
+        defer { again.close() }
+        let reader = try again.makeReader()
+        #expect(try reader.record("kept") == record("kept"))
+        #expect(try reader.sequenceBounds() == (1, 0))
+        #expect(try admin.query("SELECT version FROM tally_schema").firstRow().int64(0) == PostgresSchema.latestVersion)
+    }
+
+    /// A database a newer build wrote is refused and left as it is.
+    @Test func aNewerSchemaIsRefusedAndLeftAlone() throws {
+        let url = try Self.freshDatabase()
+        try PostgresStore(url: url).close()
+        let admin = try PostgresConnection(url: url)
+        let newer = PostgresSchema.latestVersion + 1
+        try admin.query("UPDATE tally_schema SET version = $1", [.int8(newer)])
+        let error = try #require(throws: StoreError.self) { try PostgresStore(url: url) }
+        #expect(error.message == "schema version \(newer) is newer than this build's \(PostgresSchema.latestVersion)")
+        #expect(try admin.query("SELECT version FROM tally_schema").firstRow().int64(0) == newer)
+        #expect(try admin.query("SELECT seq FROM tally_head").firstRow().int64(0) == 0)
+    }
+
+    /// Another writer moves the head row: the next group — with changes or
+    /// without — is rolled back and fails with an error the hub can tell
+    /// apart from a constraint or a full disk.
+    @Test func aGroupWhoseHeadIsStaleFails() throws {
+        let h = try StoreHarness(.postgres)
+        try h.commit([.putRecord(record("a"))], changes: [change(1, .record, "a")])
+        let store = try #require(h.store as? PostgresStore)
+        let other = try PostgresConnection(url: store.url)
+        try other.query("UPDATE tally_head SET seq = 5")
+
+        let stale = try h.commit([h.unit([.putRecord(record("b"))], changes: [change(2, .record, "b")])])[0]
+        let error = try #require(stale.error)
+        #expect(error.isHeadMoved)
+        #expect(!error.isConstraintViolation && !error.isFull)
+        #expect(error.message == "the store moved on: head is 5, expected 1")
+        #expect(stale.lastSeq == 1)
+        #expect(try h.reader.record("b") == nil)
+        #expect(try h.reader.changes(after: 0, limit: 10).map(\.seq) == [1])
+        #expect(try h.reader.state().changeCount == 1)
+
+        h.store.resumeAfterFailure()
+        let noChanges = try h.commit([h.unit([.putRecord(record("c"))])])[0]
+        #expect(noChanges.error?.isHeadMoved == true, "every group checks the head, not only those with changes")
+        #expect(try h.reader.record("c") == nil)
+    }
+
+    /// One notification per group that added changes, carrying its last
+    /// seq: a batch of three units is one NOTIFY, a unit without changes none.
+    @Test func oneNotifyPerGroup() throws {
+        let held = HeldCommit()
+        let h = try StoreHarness(.postgres, hooks: held.hooks)
+        let store = try #require(h.store as? PostgresStore)
+        let listener = try PostgresConnection(url: store.url)
+        try listener.listen(PostgresWriter.channel)
+
+        let first = h.unit([.putRecord(record("r/1"))], changes: [change(1, .record, "r/1")])
+        h.store.submit(first)
+        try held.entered.wait()
+        let batch = (2...4).map { seq in
+            h.unit([.putRecord(record("r/\(seq)"))], changes: [change(Int64(seq), .record, "r/\(seq)")])
+        }
+        for unit in batch { h.store.submit(unit) }
+        held.release()
+        _ = try h.recorder.wait(for: [first.token] + batch.map(\.token))
+        #expect(h.recorder.all.map(\.tokens) == [[first.token], batch.map(\.token)])
+        try h.commit([.putRecord(record("quiet"))])
+        try h.commit(changes: [change(5, .record, "r/5")])
+
+        var payloads: [String] = []
+        var deadline = 50
+        while payloads.last != "5" && deadline > 0 {
+            deadline -= 1
+            if case .notifications(let received) = try listener.waitForNotifications(timeoutMillis: 100) {
+                payloads += received.filter { $0.channel == PostgresWriter.channel }.map(\.payload)
+            }
+        }
+        #expect(payloads == ["1", "4", "5"])
+    }
+
+    /// A rank and an entry by index on a 100,000-entry list: a count over
+    /// the primary key range and an OFFSET, both O(n). Prints the figures
+    /// ARCHITECTURE.md quotes.
+    @Test func rankOnAHundredThousandEntries() throws {
+        let h = try StoreHarness(.postgres)
+        let store = try #require(h.store as? PostgresStore)
+        let admin = try PostgresConnection(url: store.url)
+        let n = 100_000
+        let keys = (0..<n).map { ListKey(integer: Int64($0)) }
+        try admin.query("""
+            INSERT INTO tally_list_entries(list, pos, entry)
+            SELECT $1, p, convert_to('e' || ordinality, 'UTF8') FROM unnest($2::bytea[]) WITH ORDINALITY AS t(p, ordinality)
+            """, [.bytea(Array("big".utf8)), .byteaArray(keys.map(\.bytes))])
+
+        func median(_ body: () throws -> Void) rethrows -> Double {
+            var times: [Double] = []
+            for _ in 0..<7 {
+                var start = timespec(), end = timespec()
+                clock_gettime(CLOCK_MONOTONIC, &start)
+                try body()
+                clock_gettime(CLOCK_MONOTONIC, &end)
+                times.append(Double(end.tv_sec - start.tv_sec) * 1_000 + Double(end.tv_nsec - start.tv_nsec) / 1_000_000)
+            }
+            return times.sorted()[times.count / 2]
+        }
+        let middle = keys[n / 2]
+        let ranked = try h.reader.listRank("big", below: middle, holding: [middle])
+        #expect(ranked.below == n / 2 && ranked.held == [true])
+        #expect(try h.reader.listEntry("big", at: n / 2)?.key == middle)
+        var figures: [(String, Double)] = []
+        figures.append(("rank before vacuum", try median { _ = try h.reader.listRank("big", below: middle, holding: [middle]) }))
+        figures.append(("entry at before vacuum", try median { _ = try h.reader.listEntry("big", at: n / 2) }))
+        try admin.execute(script: "VACUUM ANALYZE tally_list_entries")
+        figures.append(("rank", try median { _ = try h.reader.listRank("big", below: middle, holding: [middle]) }))
+        figures.append(("entry at", try median { _ = try h.reader.listEntry("big", at: n / 2) }))
+        figures.append(("rank at the end", try median { _ = try h.reader.listRank("big", below: keys[n - 1], holding: []) }))
+        figures.append(("100 entries from the middle", try median {
+            let cursor = try h.reader.listEntries("big", descending: false, after: middle)
+            for _ in 0..<100 { _ = try cursor.next() }
+        }))
+        for (what, millis) in figures {
+            print("postgres store, \(n) entries, \(what): \((millis * 100).rounded() / 100) ms (median of 7)")
+        }
+    }
+}
