@@ -14,12 +14,26 @@ extension PostgresReader {
         static let listKeysOfEntry = PostgresStatement("find list entry", """
             SELECT pos FROM tally_list_entries WHERE list = $1 AND entry = $2 ORDER BY pos
             """, parameters: [.bytea, .bytea])
+        // The blocks before the key's summed, plus a count inside its block
+        // (PostgresListBlocks.swift); no block: an empty list, rank 0.
         static let rank = PostgresStatement("rank list entry", """
-            SELECT (SELECT count(*) FROM tally_list_entries WHERE list = $1 AND pos < $2),
+            WITH b AS (SELECT start FROM tally_list_blocks WHERE list = $1 AND start <= $2 ORDER BY start DESC LIMIT 1)
+            SELECT (coalesce((SELECT sum(count) FROM tally_list_blocks WHERE list = $1 AND start < (SELECT start FROM b)), 0)
+                    + (SELECT count(*) FROM tally_list_entries
+                       WHERE list = $1 AND pos >= (SELECT start FROM b) AND pos < $2))::int8,
                    ARRAY(SELECT pos FROM tally_list_entries WHERE list = $1 AND pos = ANY($3))
             """, parameters: [.bytea, .bytea, .byteaArray])
+        // The last block starting at or before the index (a running sum over
+        // one row per block), then an offset inside it.
         static let entryAt = PostgresStatement("read list entry at", """
-            SELECT pos, entry FROM tally_list_entries WHERE list = $1 ORDER BY pos OFFSET $2 LIMIT 1
+            WITH found AS (
+                SELECT start, ($2 - before)::int8 AS offset_in
+                FROM (SELECT start, sum(count) OVER (ORDER BY start) - count AS before
+                      FROM tally_list_blocks WHERE list = $1) blocks
+                WHERE before <= $2 ORDER BY start DESC LIMIT 1)
+            SELECT e.pos, e.entry FROM found, LATERAL (
+                SELECT pos, entry FROM tally_list_entries WHERE list = $1 AND pos >= found.start
+                ORDER BY pos OFFSET found.offset_in LIMIT 1) e
             """, parameters: [.bytea, .int8])
         static let entriesAscending = PostgresStatement("scan list entries", """
             SELECT pos, entry FROM tally_list_entries WHERE list = $1 ORDER BY pos LIMIT $2

@@ -86,6 +86,25 @@ enum PostgresSchema {
             );
             INSERT INTO tally_meta(floor_seq, change_count, change_bytes) VALUES (0, 0, 0);
             """),
+        // A rank counted over the primary key reads every entry before the
+        // key (4–17 ms at 100,000 entries): counted blocks, as SQLite's
+        // schema 6 (PostgresListBlocks.swift). The lists already stored
+        // are cut into blocks of 1,024 here, the first of each list starting
+        // at the empty key.
+        Migration(version: 2, summary: "counted blocks of list entries", sql: """
+            CREATE TABLE tally_list_blocks(
+                list bytea NOT NULL,
+                start bytea NOT NULL, -- the block's entries: start <= pos < the next block's start
+                count int8 NOT NULL,
+                PRIMARY KEY(list, start)
+            );
+            INSERT INTO tally_list_blocks(list, start, count)
+            SELECT list, CASE WHEN rn = 1 THEN ''::bytea ELSE pos END, least(1024, total - rn + 1)
+            FROM (SELECT list, pos, row_number() OVER (PARTITION BY list ORDER BY pos) AS rn,
+                         count(*) OVER (PARTITION BY list) AS total
+                  FROM tally_list_entries) numbered
+            WHERE (rn - 1) % 1024 = 0;
+            """),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -28,14 +28,6 @@ extension PostgresWriter {
             """, parameters: [.bytea, .int8, .int8, .int8, .int8, .int8])
         static let deleteList = PostgresStatement("delete list", "DELETE FROM tally_lists WHERE name = $1",
                                                   parameters: [.bytea])
-        static let insertEntry = PostgresStatement("insert list entry",
-                                                   "INSERT INTO tally_list_entries(list, pos, entry) VALUES ($1, $2, $3)",
-                                                   parameters: [.bytea, .bytea, .bytea])
-        static let deleteEntries = PostgresStatement("delete list entries",
-                                                     "DELETE FROM tally_list_entries WHERE list = $1 AND pos = ANY($2)",
-                                                     parameters: [.bytea, .byteaArray])
-        static let clearEntries = PostgresStatement("clear list entries", "DELETE FROM tally_list_entries WHERE list = $1",
-                                                    parameters: [.bytea])
         static let insertChange = PostgresStatement("insert change", """
             INSERT INTO tally_changes(seq, time, kind, name, message) VALUES ($1, $2, $3, $4, $5)
             """, parameters: [.int8, .int8, .int8, .bytea, .bytea])

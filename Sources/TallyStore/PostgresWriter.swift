@@ -32,6 +32,7 @@ final class PostgresWriter: CommitBackend {
     let connection: PostgresConnection
     let diagnostics: LockedValueBox<StoreDiagnostics>
     private let hooks: StoreTestHooks
+    private let listWrites: PostgresListWrites
     var policy: RetentionPolicy
     var meta: SQLiteWriter.Meta
 
@@ -40,6 +41,7 @@ final class PostgresWriter: CommitBackend {
         self.connection = connection
         self.diagnostics = diagnostics
         self.hooks = hooks
+        listWrites = PostgresListWrites(blockSize: hooks.listBlockSize ?? SQLiteListWrites.defaultBlockSize)
         policy = RetentionPolicy(retention: retention, clock: clock)
         meta = try Self.readMeta(connection)
     }
@@ -166,14 +168,13 @@ final class PostgresWriter: CommitBackend {
                                                           .int8(l.created), .int8(l.updated), .int8(l.count)])
                 case .deleteList(let name):
                     try c.execute(Statements.deleteList, [.bytea(Array(name.utf8))])
-                    try c.execute(Statements.clearEntries, [.bytea(Array(name.utf8))])
+                    try listWrites.clear(c, Array(name.utf8))
                 case .insertListEntry(let list, let row):
-                    try c.execute(Statements.insertEntry, [.bytea(Array(list.utf8)), .bytea(row.key.bytes),
-                                                           .bytea(Array(row.entry.utf8))])
+                    try listWrites.insert(c, Array(list.utf8), row)
                 case .deleteListEntries(let list, let keys):
-                    try c.execute(Statements.deleteEntries, [.bytea(Array(list.utf8)), .byteaArray(keys.map(\.bytes))])
+                    try listWrites.delete(c, Array(list.utf8), keys)
                 case .clearListEntries(let list):
-                    try c.execute(Statements.clearEntries, [.bytea(Array(list.utf8))])
+                    try listWrites.clear(c, Array(list.utf8))
                 case .putIndexEntry(let e):
                     try c.execute(Statements.upsertIndexEntry, [.bytea(Array(e.index.utf8)), .bytea(e.value),
                                                                 .bytea(Array(e.name.utf8)), .int8(e.updated)])
