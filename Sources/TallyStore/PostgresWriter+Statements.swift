@@ -7,13 +7,19 @@ extension PostgresWriter {
             SELECT h.seq, m.floor_seq, m.change_count, m.change_bytes FROM tally_head h, tally_meta m
             """)
         static let readHead = PostgresStatement("read head", "SELECT seq FROM tally_head")
-        static let moveHead = PostgresStatement("move head", "UPDATE tally_head SET seq = $1 WHERE seq = $2",
-                                                parameters: [.int8, .int8])
-        // Added, not set: what another writer added stays counted.
-        static let addToMeta = PostgresStatement("count changes", """
-            UPDATE tally_meta SET change_count = change_count + $1, change_bytes = change_bytes + $2
-            """, parameters: [.int8, .int8])
-        static let notify = PostgresStatement("notify", "SELECT pg_notify($1, $2)", parameters: [.text, .text])
+        // Data-modifying WITH clauses all run, once, whether the outer SELECT
+        // reads them or not; a plain SELECT in WITH runs only if read, hence
+        // the count over `notified`.
+        static let recordGroup = PostgresStatement("record the group", """
+            WITH head AS (UPDATE tally_head SET seq = $1 WHERE seq = $2 RETURNING seq),
+            added AS (INSERT INTO tally_changes(seq, time, kind, name, message)
+                      SELECT * FROM unnest($3::int8[], $4::int8[], $5::int8[], $6::bytea[], $7::bytea[])),
+            counted AS (UPDATE tally_meta SET change_count = change_count + $8, change_bytes = change_bytes + $9
+                        WHERE $8 <> 0 AND EXISTS (SELECT 1 FROM head)),
+            notified AS (SELECT pg_notify($11, $1::text) WHERE $10 AND EXISTS (SELECT 1 FROM head))
+            SELECT (SELECT count(*) FROM head), (SELECT count(*) FROM notified)
+            """, parameters: [.int8, .int8, .int8Array, .int8Array, .int8Array, .byteaArray, .byteaArray,
+                              .int8, .int8, .bool, .text])
         static let upsertRecord = PostgresStatement("put record", """
             INSERT INTO tally_records(name, version, seq, created, updated, data) VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT(name) DO UPDATE SET version = excluded.version, seq = excluded.seq,

@@ -70,20 +70,31 @@ final class PostgresWriter: CommitBackend {
 
     /// `waitForLocks` is ignored: nothing borrows this backend (the store
     /// does not commit in place), so every call comes from the writer.
+    ///
+    /// The group's changes go in with its head row, in one statement; when
+    /// that statement finds a seq already in the log, the group is applied
+    /// again with one INSERT per change, so that the unit at fault is known.
     func apply(_ units: ArraySlice<StoreUnit>, waitForLocks: Bool) -> ApplyResult {
         var attempt = 1
+        var batchingChanges = true
         while true {
-            let result = applyOnce(units)
-            if case .failed(nil, let error) = result, error.isBusy, !error.isHeadMoved, attempt < Self.maxBusyAttempts {
-                attempt += 1
-                usleep(1_000)
-                continue
+            let result = applyOnce(units, batchingChanges: batchingChanges)
+            if case .failed(nil, let error) = result {
+                if batchingChanges && error.isConstraintViolation {
+                    batchingChanges = false
+                    continue
+                }
+                if error.isBusy, !error.isHeadMoved, attempt < Self.maxBusyAttempts {
+                    attempt += 1
+                    usleep(1_000)
+                    continue
+                }
             }
             return result
         }
     }
 
-    private func applyOnce(_ units: ArraySlice<StoreUnit>) -> ApplyResult {
+    private func applyOnce(_ units: ArraySlice<StoreUnit>, batchingChanges: Bool) -> ApplyResult {
         if !connection.isConnected {
             // A connection lost in an earlier group: try once per group, and
             // fail this one if the server is still away.
@@ -99,16 +110,17 @@ final class PostgresWriter: CommitBackend {
             return .failed(unitIndex: nil, StoreError(error))
         }
         var next = meta
+        var changes = ChangeColumns()
         for index in units.indices {
             do throws(StoreError) {
-                try apply(units[index], to: &next)
+                try apply(units[index], to: &next, changes: &changes, batching: batchingChanges)
             } catch {
                 rollBack()
                 return .failed(unitIndex: error.isBusy ? nil : index, error)
             }
         }
         do throws(StoreError) {
-            try moveHead(from: meta, to: next)
+            try record(changes, from: meta, to: next)
             if let hook = hooks.beforeCommit { hook(units.map(\.token)) }
             if let error = hooks.failCommit?(units.map(\.token)) { throw error }
             try run { () throws(PostgresError) in
@@ -127,12 +139,33 @@ final class PostgresWriter: CommitBackend {
         return .committed(lastSeq: meta.head)
     }
 
-    /// The head row and the meta row of one group, and its notification.
-    /// The head row is updated even when the group adds no change: the
-    /// lock and the check order every group against other writers'.
-    private func moveHead(from current: SQLiteWriter.Meta, to next: SQLiteWriter.Meta) throws(StoreError) {
+    /// The changes of a group gathered for one set-based INSERT.
+    struct ChangeColumns {
+        var seqs: [Int64] = []
+        var times: [Int64] = []
+        var kinds: [Int64] = []
+        var names: [[UInt8]] = []
+        var messages: [[UInt8]] = []
+    }
+
+    /// One statement ends every group: it moves the head row from the head
+    /// this writer last committed, inserts the changes gathered, counts them
+    /// in the meta row and notifies — one round trip instead of one per
+    /// change. The head row is moved even when the group adds no change:
+    /// the lock and the check order every group against other writers'.
+    private func record(_ changes: ChangeColumns, from current: SQLiteWriter.Meta,
+                        to next: SQLiteWriter.Meta) throws(StoreError) {
+        // A notification only for a group that added changes, delivered at
+        // COMMIT ("if a NOTIFY is executed inside a transaction, the notify
+        // events are not delivered until and unless the transaction is committed").
         let moved = try run { () throws(PostgresError) in
-            try connection.execute(Statements.moveHead, [.int8(next.head), .int8(current.head)]).affectedRows
+            try connection.execute(Statements.recordGroup, [
+                .int8(next.head), .int8(current.head),
+                .int8Array(changes.seqs), .int8Array(changes.times), .int8Array(changes.kinds),
+                .byteaArray(changes.names), .byteaArray(changes.messages),
+                .int8(next.changeCount - current.changeCount), .int8(next.changeBytes - current.changeBytes),
+                .bool(next.head != current.head), .text(Self.channel),
+            ]).firstRow().int64(0)
         }
         guard moved == 1 else {
             let found = try run { () throws(PostgresError) in
@@ -140,20 +173,13 @@ final class PostgresWriter: CommitBackend {
             }
             throw StoreError.headMoved(found: found, expected: current.head)
         }
-        guard next.changeCount != current.changeCount || next.changeBytes != current.changeBytes else { return }
-        try run { () throws(PostgresError) in
-            try connection.execute(Statements.addToMeta, [.int8(next.changeCount - current.changeCount),
-                                                          .int8(next.changeBytes - current.changeBytes)])
-            // One notification per group that added changes, delivered at COMMIT
-            // ("if a NOTIFY is executed inside a transaction, the notify events
-            // are not delivered until and unless the transaction is committed").
-            if next.head != current.head {
-                try connection.execute(Statements.notify, [.text(Self.channel), .text(String(next.head))])
-            }
-        }
     }
 
-    private func apply(_ unit: StoreUnit, to next: inout SQLiteWriter.Meta) throws(StoreError) {
+    /// Applies a unit's mutations; its changes go to `changes` when
+    /// `batching`, else are inserted one by one (so that a duplicate seq
+    /// names its unit).
+    private func apply(_ unit: StoreUnit, to next: inout SQLiteWriter.Meta, changes: inout ChangeColumns,
+                       batching: Bool) throws(StoreError) {
         let c = connection
         for index in unit.mutations.indices {
             try run { () throws(PostgresError) in
@@ -191,9 +217,18 @@ final class PostgresWriter: CommitBackend {
             if let error = hooks.afterMutation?(unit.token, index) { throw error }
         }
         for change in unit.changes {
-            try run { () throws(PostgresError) in
-                try c.execute(Statements.insertChange, [.int8(change.seq), .int8(change.time), .int8(change.kind.storedValue),
-                                                        .bytea(Array(change.name.utf8)), .bytea(change.message)])
+            if batching {
+                changes.seqs.append(change.seq)
+                changes.times.append(change.time)
+                changes.kinds.append(change.kind.storedValue)
+                changes.names.append(Array(change.name.utf8))
+                changes.messages.append(change.message)
+            } else {
+                try run { () throws(PostgresError) in
+                    try c.execute(Statements.insertChange, [.int8(change.seq), .int8(change.time),
+                                                            .int8(change.kind.storedValue),
+                                                            .bytea(Array(change.name.utf8)), .bytea(change.message)])
+                }
             }
             next.head = max(next.head, change.seq)
             next.changeCount += 1

@@ -76,6 +76,28 @@ import Testing
         #expect(try h.reader.record("c") == nil)
     }
 
+    /// A group's changes go in with one set-based INSERT; a seq used twice
+    /// in the group sends it back through one INSERT per change, which names
+    /// the unit at fault: the one before it commits, the one after is discarded.
+    @Test func aDuplicateSeqInABatchNamesItsUnit() throws {
+        let h = try StoreHarness(.postgres, start: false)
+        let units = [
+            h.unit([.putRecord(record("a"))], changes: [change(1, .record, "a"), change(2, .record, "a")]),
+            h.unit([.putRecord(record("b"))], changes: [change(3, .record, "b"), change(2, .record, "b")]),
+            h.unit([.putRecord(record("c"))], changes: [change(4, .record, "c")]),
+        ]
+        for unit in units { h.store.submit(unit) }
+        h.startWriter()
+        _ = try h.recorder.wait(for: units.map(\.token))
+        let outcomes = h.recorder.all
+        #expect(outcomes.map(\.tokens) == [[units[0].token], [units[1].token], [units[2].token]])
+        #expect(outcomes[1].error?.code == StoreError.constraintPrimaryKey)
+        #expect(outcomes.map(\.discarded) == [false, false, true])
+        #expect(try h.reader.changes(after: 0, limit: 10).map(\.seq) == [1, 2])
+        #expect(try h.reader.state().changeCount == 2)
+        #expect(try h.reader.record("b") == nil)
+    }
+
     /// One notification per group that added changes, carrying its last
     /// seq: a batch of three units is one NOTIFY, a unit without changes none.
     @Test func oneNotifyPerGroup() throws {
