@@ -21,12 +21,19 @@ final class PostgresReader: StoreReading {
         }
     }
 
-    /// Runs a statement, reconnecting first when an earlier one lost the
-    /// connection, and turns failures into `StoreError`s.
+    /// Runs a statement and turns failures into `StoreError`s. A read is
+    /// one statement outside any transaction, so one that found the
+    /// connection lost (a server restart, a terminated session) is tried
+    /// once more on a new session; a server still away fails it.
     func rows(_ statement: PostgresStatement, _ parameters: [PostgresValue] = []) throws(StoreError) -> PostgresResult {
         do throws(PostgresError) {
             if !connection.isConnected { try connection.reconnect() }
-            return try connection.execute(statement, parameters)
+            do throws(PostgresError) {
+                return try connection.execute(statement, parameters)
+            } catch where error.isConnectionLost {
+                try connection.reconnect()
+                return try connection.execute(statement, parameters)
+            }
         } catch {
             throw StoreError(error)
         }

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import CSQLite
 import TallyConcurrency
 import TallyPostgres
 import TallyProtocol
@@ -35,6 +36,8 @@ final class PostgresWriter: CommitBackend {
     private let listWrites: PostgresListWrites
     var policy: RetentionPolicy
     var meta: SQLiteWriter.Meta
+    /// The group whose COMMIT is on its way, while it is (see `recover`).
+    private var commitSent: SQLiteWriter.Meta?
 
     init(connection: PostgresConnection, diagnostics: LockedValueBox<StoreDiagnostics>,
          retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) throws(StoreError) {
@@ -74,23 +77,66 @@ final class PostgresWriter: CommitBackend {
     /// The group's changes go in with its head row, in one statement; when
     /// that statement finds a seq already in the log, the group is applied
     /// again with one INSERT per change, so that the unit at fault is known.
+    ///
+    /// A connection lost during the group (a server restart, a terminated
+    /// session) is no unit's fault: the writer reconnects and tries the
+    /// group once more. Lost before COMMIT was sent, nothing was committed.
+    /// Lost while waiting for COMMIT's answer, the head row tells: at the
+    /// group's last seq, it committed; still at the old head, it did not.
     func apply(_ units: ArraySlice<StoreUnit>, waitForLocks: Bool) -> ApplyResult {
         var attempt = 1
         var batchingChanges = true
+        var reconnected = false
         while true {
             let result = applyOnce(units, batchingChanges: batchingChanges)
-            if case .failed(nil, let error) = result {
-                if batchingChanges && error.isConstraintViolation {
-                    batchingChanges = false
-                    continue
-                }
-                if error.isBusy, !error.isHeadMoved, attempt < Self.maxBusyAttempts {
-                    attempt += 1
-                    usleep(1_000)
-                    continue
+            let sent = commitSent
+            commitSent = nil
+            guard case .failed(let index, let error) = result else { return result }
+            if !connection.isConnected && !reconnected {
+                reconnected = true
+                switch recover(sent: sent) {
+                case .retry: continue
+                case .committed(let lastSeq): return .committed(lastSeq: lastSeq)
+                case .failed(let error): return .failed(unitIndex: nil, error)
                 }
             }
+            guard index == nil else { return result }
+            if batchingChanges && error.isConstraintViolation {
+                batchingChanges = false
+                continue
+            }
+            if error.isBusy, !error.isHeadMoved, attempt < Self.maxBusyAttempts {
+                attempt += 1
+                usleep(1_000)
+                continue
+            }
             return result
+        }
+    }
+
+    private enum Recovery {
+        case retry
+        case committed(lastSeq: Int64)
+        case failed(StoreError)
+    }
+
+    /// After a lost connection: reconnect, and find out whether a group
+    /// whose COMMIT was sent committed.
+    private func recover(sent: SQLiteWriter.Meta?) -> Recovery {
+        do throws(PostgresError) {
+            try connection.reconnect()
+            guard let sent else { return .retry }
+            let head = try connection.execute(Statements.readHead).firstRow().int64(0)
+            if sent.head != meta.head && head == sent.head {
+                meta = sent
+                return .committed(lastSeq: head)
+            }
+            if head == meta.head && sent.head != meta.head { return .retry }
+            return .failed(StoreError(code: SQLITE_IOERR,
+                                      message: "the connection was lost at COMMIT and the head (\(head)) does not tell whether the group committed",
+                                      operation: "commit"))
+        } catch {
+            return .failed(StoreError(error))
         }
     }
 
@@ -123,6 +169,7 @@ final class PostgresWriter: CommitBackend {
             try record(changes, from: meta, to: next)
             if let hook = hooks.beforeCommit { hook(units.map(\.token)) }
             if let error = hooks.failCommit?(units.map(\.token)) { throw error }
+            commitSent = next
             try run { () throws(PostgresError) in
                 let result = try connection.query("COMMIT")
                 guard result.commandStatus == "COMMIT" else {

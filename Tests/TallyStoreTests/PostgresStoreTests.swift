@@ -98,6 +98,28 @@ import Testing
         #expect(try h.reader.record("b") == nil)
     }
 
+    /// A session ended under the store (a server restart, an administrator's
+    /// pg_terminate_backend) costs no write and no read: the writer and the
+    /// reader find the connection lost, reconnect and try again.
+    @Test func aLostSessionIsReconnectedWithoutLosingAWrite() throws {
+        let h = try StoreHarness(.postgres)
+        try h.commit([.putRecord(record("a"))], changes: [change(1, .record, "a")])
+        #expect(try h.reader.record("a") != nil)
+        let store = try #require(h.store as? PostgresStore)
+        let admin = try PostgresConnection(url: store.url)
+        let ended = try admin.query("""
+            SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_stat_activity
+            WHERE datname = current_database() AND application_name LIKE 'tally-store-%'
+            """).firstRow().int64(0)
+        #expect(ended == 2, "the writer's session and the reader's")
+
+        let outcome = try h.commit([.putRecord(record("b"))], changes: [change(2, .record, "b")])
+        #expect(outcome.lastSeq == 2)
+        #expect(try h.reader.record("b") != nil)
+        #expect(try h.reader.changes(after: 0, limit: 10).map(\.seq) == [1, 2])
+        #expect(try h.reader.sequenceBounds() == (2, 0))
+    }
+
     /// One notification per group that added changes, carrying its last
     /// seq: a batch of three units is one NOTIFY, a unit without changes none.
     @Test func oneNotifyPerGroup() throws {
