@@ -50,6 +50,24 @@ import Testing
         #expect(try admin.query("SELECT seq FROM tally_head").firstRow().int64(0) == 0)
     }
 
+    /// A step that fails rolls every step back: the database stays at the
+    /// version it had, and the error names the step.
+    @Test func aFailedMigrationLeavesTheOlderSchema() throws {
+        let url = try Self.freshDatabase()
+        try PostgresStore(url: url).close()
+        let admin = try PostgresConnection(url: url)
+        // Schema 1, plus a table in the way of migration 2's CREATE TABLE.
+        try admin.execute(script: """
+            DROP TABLE tally_list_blocks; UPDATE tally_schema SET version = 1;
+            CREATE TABLE tally_list_blocks(unrelated int8)
+            """)
+        let error = try #require(throws: StoreError.self) { try PostgresStore(url: url) }
+        #expect(error.operation.hasPrefix("migrate to 2 (counted blocks of list entries)"), "\(error)")
+        #expect(error.message.contains("42P07"), "duplicate_table: \(error)")
+        #expect(try admin.query("SELECT version FROM tally_schema").firstRow().int64(0) == 1)
+        #expect(try admin.query("SELECT count(*) FROM tally_list_blocks").firstRow().int64(0) == 0)
+    }
+
     /// Another writer moves the head row: the next group — with changes or
     /// without — is rolled back and fails with an error the hub can tell
     /// apart from a constraint or a full disk.
