@@ -50,8 +50,10 @@ let package = Package(
                 dependencies: ["CLinuxShim", "TallyConcurrency", "TallyHTTP", "TallyWebSocket", "TallyTLS"],
                 swiftSettings: strict),
         // Durable storage behind `Store`: SQLite (WAL, group commit) and an
-        // in-memory twin; both also commit in place (`InPlaceCommitting`).
-        .target(name: "TallyStore", dependencies: ["CSQLite", "TallyConcurrency", "TallyProtocol", "TallySQLite"],
+        // in-memory twin, both also committing in place (`InPlaceCommitting`);
+        // PostgreSQL (the same group commit over TallyPostgres).
+        .target(name: "TallyStore", dependencies: ["CSQLite", "TallyConcurrency", "TallyProtocol", "TallySQLite",
+                                                   "TallyPostgres"],
                 swiftSettings: strict),
         // The one SQLite wrapper: a connection and its checked statements
         // (the hub's store uses them directly), and SQLiteDatabase over them for
@@ -107,7 +109,8 @@ let package = Package(
                                    "TallyHubTestSupport", "TallyFileLock", "TallySQLite"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
-        .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyTestSupport"]),
+        .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyPostgres",
+                                                            "TallyTestSupport"]),
         .testTarget(name: "TallyCommandLineTests", dependencies: ["TallyCommandLine"]),
         .testTarget(name: "TallySQLiteTests", dependencies: ["TallySQLite", "TallyTestSupport"]),
         .testTarget(name: "TallyPostgresTests", dependencies: ["TallyConcurrency", "TallyPostgres", "TallyTestSupport"]),

@@ -13,6 +13,8 @@ echo "== swift test"
 # TallyPostgresTests run in a process of their own, after the rest: their
 # PostgreSQL server and the counter-row test's writers load both cores and the
 # loopback, which the other suites' real-time waits need not share.
+# TallyStoreTests start a private server in this run too (Backend.postgres),
+# for light contract tests: a fresh database per store.
 swift test --skip-build --skip TallyPostgresTests
 
 echo "== swift test: TallyPostgresTests (a private PostgreSQL server)"

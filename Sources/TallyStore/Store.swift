@@ -4,9 +4,10 @@
 //
 // # Shape
 //
-// `Store` is the write side, `StoreReading` the read side; each has two real
-// implementations, `SQLiteStore` and `MemoryStore`, and the tests run one body
-// against both. A write is a `StoreUnit`: the mutations, change-log entries and
+// `Store` is the write side, `StoreReading` the read side; each has three real
+// implementations, `SQLiteStore`, `MemoryStore` and `PostgresStore` (the same
+// group commit on a PostgreSQL server; see ARCHITECTURE.md "PostgreSQL
+// store"), and the tests run one body against all. A write is a `StoreUnit`: the mutations, change-log entries and
 // idempotency answer of one client command, applied all or nothing.
 //
 // # Threads

@@ -4,12 +4,19 @@ import Testing
 @_spi(Testing) @testable import TallyStore
 import TallyProtocol
 
-/// The two backends every contract test runs against.
+/// The backends every contract test runs against. `postgres` stores in a
+/// fresh database of the test process's own server (`PostgresCluster`).
 enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case sqlite
     case memory
+    case postgres
 
     var testDescription: String { rawValue }
+
+    /// The backends that commit in place (`InPlaceCommitting`): PostgresStore
+    /// does not (a commit waits for server round trips, which no event loop
+    /// should), so the tests of lending its connection do not apply to it.
+    static let committingInPlace: [Backend] = [.sqlite, .memory]
 }
 
 /// Collects commit outcomes from the writer thread and lets the test thread
@@ -183,6 +190,11 @@ final class StoreHarness {
         case .memory:
             self.directory = nil
             store = MemoryStore(retention: retention, clock: clock, hooks: hooks)
+        case .postgres:
+            // `durability` is the server's business (synchronous_commit), not the store's.
+            self.directory = nil
+            let url = try PostgresCluster.shared().createDatabase("store")
+            store = try PostgresStore(url: url, retention: retention, clock: clock, hooks: hooks)
         }
         reader = try store.makeReader()
         if start { startWriter() }
@@ -196,7 +208,7 @@ final class StoreHarness {
         store.start { [recorder] in recorder.record($0) }
     }
 
-    /// The store as one that commits in place (both backends are).
+    /// The store as one that commits in place (`Backend.committingInPlace`).
     var lender: any InPlaceCommitting {
         guard let store = store as? any InPlaceCommitting else { fatalError("a store of this harness") }
         return store
@@ -220,6 +232,7 @@ final class StoreHarness {
         switch store {
         case let store as SQLiteStore: store.diagnostics.withLock { $0 }
         case let store as MemoryStore: store.diagnostics.withLock { $0 }
+        case let store as PostgresStore: store.diagnostics.withLock { $0 }
         default: StoreDiagnostics()
         }
     }

@@ -7,11 +7,13 @@ import TallySQLite
 /// Commit in place (`InPlaceCommitting.commitQueued`): a submitter that would otherwise
 /// wait for the writer borrows the idle writer's connection and commits on
 /// its own thread; never while the writer works, never two at once, and
-/// retention still runs.
+/// retention still runs. On the backends that commit in place only
+/// (`Backend.committingInPlace`: not PostgreSQL, whose store has no
+/// connection to lend).
 @Suite struct StoreInPlaceCommitTests {
     /// With the writer parked, the queue commits on the calling thread and
     /// is reported there before `commitQueued` returns.
-    @Test(arguments: Backend.allCases)
+    @Test(arguments: Backend.committingInPlace)
     func anIdleWriterLendsItsConnection(backend: Backend) async throws {
         let h = try StoreHarness(backend, hooks: StoreTestHooks(lending: .whenParked))
         try await h.waitUntilWriterParks()
@@ -28,7 +30,7 @@ import TallySQLite
 
     /// A writer in the middle of a commit keeps the queue: `commitQueued`
     /// returns at once and the writer commits it next, on its own thread.
-    @Test(arguments: Backend.allCases)
+    @Test(arguments: Backend.committingInPlace)
     func aBusyWriterKeepsTheQueue(backend: Backend) async throws {
         let held = HeldCommit()
         let h = try StoreHarness(backend, hooks: held.hooks)
@@ -49,7 +51,7 @@ import TallySQLite
     /// While one thread has borrowed the connection, what others submit
     /// (waking the writer or not) waits, and the writer commits it after the
     /// borrower is done — in order, with no transaction nested in another.
-    @Test(arguments: Backend.allCases)
+    @Test(arguments: Backend.committingInPlace)
     func whatQueuesDuringABorrowGoesToTheWriterAfter(backend: Backend) async throws {
         let held = HeldCommit()
         let h = try StoreHarness(backend, hooks: held.hooks(lending: .whenParked))
@@ -80,7 +82,7 @@ import TallySQLite
     /// Every commit borrowed, none by the writer: the log is still pruned
     /// to its retention, because a borrower that finds pruning due wakes
     /// the writer for it.
-    @Test(arguments: Backend.allCases)
+    @Test(arguments: Backend.committingInPlace)
     func retentionRunsWhenEveryCommitIsBorrowed(backend: Backend) async throws {
         let h = try StoreHarness(backend, retention: StoreRetention(maxChanges: 5),
                                  hooks: StoreTestHooks(lending: .whenParked))
@@ -99,7 +101,7 @@ import TallySQLite
 
     /// A store that committed lately does not lend: under load commits
     /// follow each other closely, and a borrower would hold up its loop.
-    @Test(arguments: Backend.allCases)
+    @Test(arguments: Backend.committingInPlace)
     func aBusyStoreDoesNotLend(backend: Backend) async throws {
         let rule = LendingRule(afterIdleNanos: 60_000_000_000, maxCommitNanos: .max)  // idle a minute: never here
         let h = try StoreHarness(backend, hooks: StoreTestHooks(lending: rule))
@@ -110,7 +112,7 @@ import TallySQLite
     /// After a slow commit (a slow disk) the store does not lend: the
     /// borrower would be held up that long. (Slow here: longer than 0 ns,
     /// which every commit is.)
-    @Test(arguments: Backend.allCases)
+    @Test(arguments: Backend.committingInPlace)
     func aSlowCommitKeepsTheNextOnTheWriter(backend: Backend) async throws {
         let rule = LendingRule(afterIdleNanos: 0, maxCommitNanos: 0)
         let h = try StoreHarness(backend, hooks: StoreTestHooks(lending: rule))
@@ -158,7 +160,7 @@ import TallySQLite
 
     /// `close` from inside `onCommit` on a borrowing thread asks the writer
     /// to stop instead of waiting for itself.
-    @Test(arguments: Backend.allCases)
+    @Test(arguments: Backend.committingInPlace)
     func closeFromABorrowersReportDoesNotDeadlock(backend: Backend) async throws {
         let h = try StoreHarness(backend, hooks: StoreTestHooks(lending: .whenParked), start: false)
         let store = h.lender

@@ -1,0 +1,89 @@
+import CSQLite
+import TallyConcurrency
+import TallyPostgres
+
+/// The store on a PostgreSQL server: the same group committer as the
+/// SQLite and memory stores, driving a `PostgresWriter` (one PostgreSQL
+/// transaction per group, the head row moved and checked in it, one NOTIFY
+/// per group), and readers with their own connections.
+///
+/// For one hub per database so far: the head row makes a second writer's
+/// group fail (`StoreError.isHeadMoved`) instead of interleaving seqs, but
+/// catching up on another hub's changes is a later step. Does not commit
+/// in place (`InPlaceCommitting`): a commit costs server round trips, which
+/// an event loop should not wait for, so every unit goes to the writer.
+public final class PostgresStore: Store {
+    /// The server, as given (it may hold a password: never log it; use
+    /// `PostgresURL`'s description).
+    let url: String
+    let committer: GroupCommitter
+    let diagnostics: LockedValueBox<StoreDiagnostics>
+
+    /// Connects to `url` (`postgres://USER@HOST:PORT/DB`), brings the schema
+    /// up to date (creating it in an empty database) and reads the head.
+    ///
+    /// - Parameters:
+    ///   - retention: how much change log and idempotency to keep.
+    ///   - clock: compared with change and idempotency times for age-based retention.
+    public convenience init(url: String, retention: StoreRetention = .init(),
+                            clock: StoreClock = .system) throws(StoreError) {
+        try self.init(url: url, retention: retention, clock: clock, hooks: StoreTestHooks())
+    }
+
+    /// With test hooks in the writer (`StoreTestHooks`; `lending` and
+    /// `listBlockSize` do not apply).
+    @_spi(Testing) public init(url: String, retention: StoreRetention, clock: StoreClock,
+                               hooks: StoreTestHooks) throws(StoreError) {
+        self.url = url
+        let connection: PostgresConnection
+        do throws(PostgresError) {
+            connection = try PostgresConnection(url: url, options: Self.connectionOptions(role: "writer"))
+        } catch {
+            throw StoreError(error)
+        }
+        try PostgresSchema.migrate(connection)
+        let diagnostics = LockedValueBox(StoreDiagnostics())
+        self.diagnostics = diagnostics
+        let writer = try PostgresWriter(connection: connection, diagnostics: diagnostics, retention: retention,
+                                        clock: clock, hooks: hooks)
+        committer = GroupCommitter(backend: writer, lending: hooks.lending ?? .standard)
+    }
+
+    deinit {
+        committer.close()
+    }
+
+    static func connectionOptions(role: String) -> PostgresConnection.Options {
+        var options = PostgresConnection.Options()
+        options.applicationName = "tally-store-\(role)"
+        return options
+    }
+
+    public func makeReader() throws(StoreError) -> any StoreReading {
+        try PostgresReader(url: url)
+    }
+
+    public func start(onCommit: @escaping @Sendable (CommitOutcome) -> Void) {
+        committer.start(onCommit: onCommit)
+    }
+
+    public func submit(_ unit: StoreUnit) {
+        committer.submit(unit, wakeWriter: true)
+    }
+
+    public func applyBeforeStart(_ units: [StoreUnit]) throws(StoreError) {
+        try committer.applyBeforeStart(units)
+    }
+
+    public func resumeAfterFailure() {
+        committer.resumeAfterFailure()
+    }
+
+    public var health: StoreHealth {
+        diagnostics.withLock { $0.health }
+    }
+
+    public func close() {
+        committer.close()
+    }
+}

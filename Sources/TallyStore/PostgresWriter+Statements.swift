@@ -1,0 +1,85 @@
+import TallyPostgres
+
+extension PostgresWriter {
+    /// The writer's statements, prepared on its connection on first use.
+    enum Statements {
+        static let readMeta = PostgresStatement("read meta", """
+            SELECT h.seq, m.floor_seq, m.change_count, m.change_bytes FROM tally_head h, tally_meta m
+            """)
+        static let readHead = PostgresStatement("read head", "SELECT seq FROM tally_head")
+        // Data-modifying WITH clauses all run, once, whether the outer SELECT
+        // reads them or not; a plain SELECT in WITH runs only if read, hence
+        // the count over `notified`.
+        static let recordGroup = PostgresStatement("record the group", """
+            WITH head AS (UPDATE tally_head SET seq = $1 WHERE seq = $2 RETURNING seq),
+            added AS (INSERT INTO tally_changes(seq, time, kind, name, message)
+                      SELECT * FROM unnest($3::int8[], $4::int8[], $5::int8[], $6::bytea[], $7::bytea[])),
+            counted AS (UPDATE tally_meta SET change_count = change_count + $8, change_bytes = change_bytes + $9
+                        WHERE $8 <> 0 AND EXISTS (SELECT 1 FROM head)),
+            notified AS (SELECT pg_notify($11, $1::text) WHERE $10 AND EXISTS (SELECT 1 FROM head))
+            SELECT (SELECT count(*) FROM head), (SELECT count(*) FROM notified)
+            """, parameters: [.int8, .int8, .int8Array, .int8Array, .int8Array, .byteaArray, .byteaArray,
+                              .int8, .int8, .bool, .text])
+        static let upsertRecord = PostgresStatement("put record", """
+            INSERT INTO tally_records(name, version, seq, created, updated, data) VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT(name) DO UPDATE SET version = excluded.version, seq = excluded.seq,
+                created = excluded.created, updated = excluded.updated, data = excluded.data
+            """, parameters: [.bytea, .int8, .int8, .int8, .int8, .bytea])
+        static let deleteRecord = PostgresStatement("delete record", "DELETE FROM tally_records WHERE name = $1",
+                                                    parameters: [.bytea])
+        static let upsertList = PostgresStatement("put list", """
+            INSERT INTO tally_lists(name, version, seq, created, updated, count) VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT(name) DO UPDATE SET version = excluded.version, seq = excluded.seq,
+                created = excluded.created, updated = excluded.updated, count = excluded.count
+            """, parameters: [.bytea, .int8, .int8, .int8, .int8, .int8])
+        static let deleteList = PostgresStatement("delete list", "DELETE FROM tally_lists WHERE name = $1",
+                                                  parameters: [.bytea])
+        static let insertChange = PostgresStatement("insert change", """
+            INSERT INTO tally_changes(seq, time, kind, name, message) VALUES ($1, $2, $3, $4, $5)
+            """, parameters: [.int8, .int8, .int8, .bytea, .bytea])
+        static let upsertIdempotency = PostgresStatement("put idempotency", """
+            INSERT INTO tally_idempotency(key, seq, time, response) VALUES ($1, $2, $3, $4)
+            ON CONFLICT(key) DO UPDATE SET seq = excluded.seq, time = excluded.time, response = excluded.response
+            """, parameters: [.bytea, .int8, .int8, .bytea])
+        static let upsertIndexEntry = PostgresStatement("write index entry", """
+            INSERT INTO tally_record_index(idx, value, name, updated) VALUES ($1, $2, $3, $4)
+            ON CONFLICT(idx, value, name) DO UPDATE SET updated = excluded.updated
+            """, parameters: [.bytea, .bytea, .bytea, .int8])
+        static let deleteIndexEntry = PostgresStatement("delete index entry",
+                                                        "DELETE FROM tally_record_index WHERE idx = $1 AND value = $2 AND name = $3",
+                                                        parameters: [.bytea, .bytea, .bytea])
+        static let markIndexBuilt = PostgresStatement("mark index built",
+                                                      "INSERT INTO tally_record_indexes(idx) VALUES ($1) ON CONFLICT DO NOTHING",
+                                                      parameters: [.bytea])
+        static let dropIndexRows = PostgresStatement("drop index rows", "DELETE FROM tally_record_index WHERE idx = $1",
+                                                     parameters: [.bytea])
+        static let dropIndexMark = PostgresStatement("drop index", "DELETE FROM tally_record_indexes WHERE idx = $1",
+                                                     parameters: [.bytea])
+
+        // Retention.
+        static let changeSeqAtOffset = PostgresStatement("find prune limit by count",
+                                                         "SELECT seq FROM tally_changes ORDER BY seq LIMIT 1 OFFSET $1",
+                                                         parameters: [.int8])
+        static let oldestChanges = PostgresStatement("find prune limit by age",
+                                                     "SELECT seq, time FROM tally_changes ORDER BY seq LIMIT $1",
+                                                     parameters: [.int8])
+        static let oldestChangeSizes = PostgresStatement("find prune limit by bytes",
+                                                         "SELECT seq, octet_length(message) FROM tally_changes ORDER BY seq LIMIT $1",
+                                                         parameters: [.int8])
+        static let bytesThrough = PostgresStatement("measure pruned changes", """
+            SELECT coalesce(sum(octet_length(message)), 0)::int8 FROM tally_changes WHERE seq <= $1
+            """, parameters: [.int8])
+        static let sumAllBytes = PostgresStatement("measure the change log",
+                                                   "SELECT coalesce(sum(octet_length(message)), 0)::int8 FROM tally_changes")
+        static let countAllChanges = PostgresStatement("count changes", "SELECT count(*) FROM tally_changes")
+        static let deleteChangesThrough = PostgresStatement("prune changes", "DELETE FROM tally_changes WHERE seq <= $1",
+                                                            parameters: [.int8])
+        static let deleteOldIdempotency = PostgresStatement("prune idempotency", """
+            DELETE FROM tally_idempotency WHERE key IN
+                (SELECT key FROM tally_idempotency WHERE time < $1 ORDER BY time LIMIT $2)
+            """, parameters: [.int8, .int8])
+        static let writeMeta = PostgresStatement("write meta", """
+            UPDATE tally_meta SET floor_seq = $1, change_count = $2, change_bytes = $3
+            """, parameters: [.int8, .int8, .int8])
+    }
+}

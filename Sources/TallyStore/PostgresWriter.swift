@@ -1,0 +1,309 @@
+@preconcurrency import Glibc
+import CSQLite
+import TallyConcurrency
+import TallyPostgres
+import TallyProtocol
+
+/// The PostgreSQL store's write connection and what the writer thread does
+/// with it: each group of units in one transaction, the head row moved and
+/// checked in it, one NOTIFY per group, retention in small transactions.
+///
+/// Created on the opening thread (so that opening errors reach the caller),
+/// then used by one thread at a time, as `CommitBackend` requires — libpq:
+/// "no two threads attempt to manipulate the same PGconn object at the same
+/// time".
+///
+/// # The head row
+///
+/// Every group moves `tally_head` from the head this writer last committed:
+/// `UPDATE tally_head SET seq = $last WHERE seq = $expected`. The UPDATE
+/// locks the row until COMMIT, so group commits of several writers on one
+/// database are serialised in the order they reach it, and their seqs are
+/// numbered in commit order (a sequence's `nextval` would not be: its
+/// values are taken before commit). No row updated means another writer
+/// committed first: the group is rolled back and fails with
+/// `StoreError.isHeadMoved`, naming both heads.
+final class PostgresWriter: CommitBackend {
+    /// The NOTIFY channel; the payload is the group's last seq.
+    static let channel = "tally_changes"
+
+    /// Serialization failures and deadlocks are retried this many times.
+    static let maxBusyAttempts = 10
+
+    let connection: PostgresConnection
+    let diagnostics: LockedValueBox<StoreDiagnostics>
+    private let hooks: StoreTestHooks
+    private let listWrites: PostgresListWrites
+    var policy: RetentionPolicy
+    var meta: SQLiteWriter.Meta
+    /// The group whose COMMIT is on its way, while it is (see `recover`).
+    private var commitSent: SQLiteWriter.Meta?
+
+    init(connection: PostgresConnection, diagnostics: LockedValueBox<StoreDiagnostics>,
+         retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) throws(StoreError) {
+        self.connection = connection
+        self.diagnostics = diagnostics
+        self.hooks = hooks
+        listWrites = PostgresListWrites(blockSize: hooks.listBlockSize ?? SQLiteListWrites.defaultBlockSize)
+        policy = RetentionPolicy(retention: retention, clock: clock)
+        meta = try Self.readMeta(connection)
+    }
+
+    static func readMeta(_ connection: PostgresConnection) throws(StoreError) -> SQLiteWriter.Meta {
+        do throws(PostgresError) {
+            let row = try connection.execute(Statements.readMeta).firstRow()
+            return SQLiteWriter.Meta(head: try row.int64(0), floor: try row.int64(1), changeCount: try row.int64(2),
+                                     changeBytes: try row.int64(3))
+        } catch {
+            throw StoreError(error)
+        }
+    }
+
+    var headSeq: Int64 { meta.head }
+
+    // MARK: Lifecycle
+
+    func willRun() {}
+
+    func finish() {
+        connection.close()
+    }
+
+    // MARK: Commits
+
+    /// `waitForLocks` is ignored: nothing borrows this backend (the store
+    /// does not commit in place), so every call comes from the writer.
+    ///
+    /// The group's changes go in with its head row, in one statement; when
+    /// that statement finds a seq already in the log, the group is applied
+    /// again with one INSERT per change, so that the unit at fault is known.
+    ///
+    /// A connection lost during the group (a server restart, a terminated
+    /// session) is no unit's fault: the writer reconnects and tries the
+    /// group once more. Lost before COMMIT was sent, nothing was committed.
+    /// Lost while waiting for COMMIT's answer, the head row tells: at the
+    /// group's last seq, it committed; still at the old head, it did not.
+    func apply(_ units: ArraySlice<StoreUnit>, waitForLocks: Bool) -> ApplyResult {
+        var attempt = 1
+        var batchingChanges = true
+        var reconnected = false
+        while true {
+            let result = applyOnce(units, batchingChanges: batchingChanges)
+            let sent = commitSent
+            commitSent = nil
+            guard case .failed(let index, let error) = result else { return result }
+            if !connection.isConnected && !reconnected {
+                reconnected = true
+                switch recover(sent: sent) {
+                case .retry: continue
+                case .committed(let lastSeq): return .committed(lastSeq: lastSeq)
+                case .failed(let error): return .failed(unitIndex: nil, error)
+                }
+            }
+            guard index == nil else { return result }
+            if batchingChanges && error.isConstraintViolation {
+                batchingChanges = false
+                continue
+            }
+            if error.isBusy, !error.isHeadMoved, attempt < Self.maxBusyAttempts {
+                attempt += 1
+                usleep(1_000)
+                continue
+            }
+            return result
+        }
+    }
+
+    private enum Recovery {
+        case retry
+        case committed(lastSeq: Int64)
+        case failed(StoreError)
+    }
+
+    /// After a lost connection: reconnect, and find out whether a group
+    /// whose COMMIT was sent committed.
+    private func recover(sent: SQLiteWriter.Meta?) -> Recovery {
+        do throws(PostgresError) {
+            try connection.reconnect()
+            guard let sent else { return .retry }
+            let head = try connection.execute(Statements.readHead).firstRow().int64(0)
+            if sent.head != meta.head && head == sent.head {
+                meta = sent
+                return .committed(lastSeq: head)
+            }
+            if head == meta.head && sent.head != meta.head { return .retry }
+            return .failed(StoreError(code: SQLITE_IOERR,
+                                      message: "the connection was lost at COMMIT and the head (\(head)) does not tell whether the group committed",
+                                      operation: "commit"))
+        } catch {
+            return .failed(StoreError(error))
+        }
+    }
+
+    private func applyOnce(_ units: ArraySlice<StoreUnit>, batchingChanges: Bool) -> ApplyResult {
+        if !connection.isConnected {
+            // A connection lost in an earlier group: try once per group, and
+            // fail this one if the server is still away.
+            do throws(PostgresError) {
+                try connection.reconnect()
+            } catch {
+                return .failed(unitIndex: nil, StoreError(error))
+            }
+        }
+        do throws(PostgresError) {
+            try connection.execute(script: "BEGIN")
+        } catch {
+            return .failed(unitIndex: nil, StoreError(error))
+        }
+        var next = meta
+        var changes = ChangeColumns()
+        for index in units.indices {
+            do throws(StoreError) {
+                try apply(units[index], to: &next, changes: &changes, batching: batchingChanges)
+            } catch {
+                rollBack()
+                return .failed(unitIndex: error.isBusy ? nil : index, error)
+            }
+        }
+        do throws(StoreError) {
+            try record(changes, from: meta, to: next)
+            if let hook = hooks.beforeCommit { hook(units.map(\.token)) }
+            if let error = hooks.failCommit?(units.map(\.token)) { throw error }
+            commitSent = next
+            try run { () throws(PostgresError) in
+                let result = try connection.query("COMMIT")
+                guard result.commandStatus == "COMMIT" else {
+                    throw PostgresError(kind: .server, sqlState: "25P02",
+                                        message: "the server rolled the transaction back (\(result.commandStatus))",
+                                        operation: "commit")
+                }
+            }
+        } catch {
+            rollBack()
+            return .failed(unitIndex: nil, error)
+        }
+        meta = next
+        return .committed(lastSeq: meta.head)
+    }
+
+    /// The changes of a group gathered for one set-based INSERT.
+    struct ChangeColumns {
+        var seqs: [Int64] = []
+        var times: [Int64] = []
+        var kinds: [Int64] = []
+        var names: [[UInt8]] = []
+        var messages: [[UInt8]] = []
+    }
+
+    /// One statement ends every group: it moves the head row from the head
+    /// this writer last committed, inserts the changes gathered, counts them
+    /// in the meta row and notifies — one round trip instead of one per
+    /// change. The head row is moved even when the group adds no change:
+    /// the lock and the check order every group against other writers'.
+    private func record(_ changes: ChangeColumns, from current: SQLiteWriter.Meta,
+                        to next: SQLiteWriter.Meta) throws(StoreError) {
+        // A notification only for a group that added changes, delivered at
+        // COMMIT ("if a NOTIFY is executed inside a transaction, the notify
+        // events are not delivered until and unless the transaction is committed").
+        let moved = try run { () throws(PostgresError) in
+            try connection.execute(Statements.recordGroup, [
+                .int8(next.head), .int8(current.head),
+                .int8Array(changes.seqs), .int8Array(changes.times), .int8Array(changes.kinds),
+                .byteaArray(changes.names), .byteaArray(changes.messages),
+                .int8(next.changeCount - current.changeCount), .int8(next.changeBytes - current.changeBytes),
+                .bool(next.head != current.head), .text(Self.channel),
+            ]).firstRow().int64(0)
+        }
+        guard moved == 1 else {
+            let found = try run { () throws(PostgresError) in
+                try connection.execute(Statements.readHead).firstRow().int64(0)
+            }
+            throw StoreError.headMoved(found: found, expected: current.head)
+        }
+    }
+
+    /// Applies a unit's mutations; its changes go to `changes` when
+    /// `batching`, else are inserted one by one (so that a duplicate seq
+    /// names its unit).
+    private func apply(_ unit: StoreUnit, to next: inout SQLiteWriter.Meta, changes: inout ChangeColumns,
+                       batching: Bool) throws(StoreError) {
+        let c = connection
+        for index in unit.mutations.indices {
+            try run { () throws(PostgresError) in
+                switch unit.mutations[index] {
+                case .putRecord(let r):
+                    try c.execute(Statements.upsertRecord, [.bytea(Array(r.name.utf8)), .int8(r.version), .int8(r.seq),
+                                                            .int8(r.created), .int8(r.updated), .bytea(r.data)])
+                case .deleteRecord(let name):
+                    try c.execute(Statements.deleteRecord, [.bytea(Array(name.utf8))])
+                case .putList(let l):
+                    try c.execute(Statements.upsertList, [.bytea(Array(l.name.utf8)), .int8(l.version), .int8(l.seq),
+                                                          .int8(l.created), .int8(l.updated), .int8(l.count)])
+                case .deleteList(let name):
+                    try c.execute(Statements.deleteList, [.bytea(Array(name.utf8))])
+                    try listWrites.clear(c, Array(name.utf8))
+                case .insertListEntry(let list, let row):
+                    try listWrites.insert(c, Array(list.utf8), row)
+                case .deleteListEntries(let list, let keys):
+                    try listWrites.delete(c, Array(list.utf8), keys)
+                case .clearListEntries(let list):
+                    try listWrites.clear(c, Array(list.utf8))
+                case .putIndexEntry(let e):
+                    try c.execute(Statements.upsertIndexEntry, [.bytea(Array(e.index.utf8)), .bytea(e.value),
+                                                                .bytea(Array(e.name.utf8)), .int8(e.updated)])
+                case .deleteIndexEntry(let index, let value, let name):
+                    try c.execute(Statements.deleteIndexEntry, [.bytea(Array(index.utf8)), .bytea(value),
+                                                                .bytea(Array(name.utf8))])
+                case .markIndexBuilt(let index):
+                    try c.execute(Statements.markIndexBuilt, [.bytea(Array(index.utf8))])
+                case .dropIndex(let index):
+                    try c.execute(Statements.dropIndexRows, [.bytea(Array(index.utf8))])
+                    try c.execute(Statements.dropIndexMark, [.bytea(Array(index.utf8))])
+                }
+            }
+            if let error = hooks.afterMutation?(unit.token, index) { throw error }
+        }
+        for change in unit.changes {
+            if batching {
+                changes.seqs.append(change.seq)
+                changes.times.append(change.time)
+                changes.kinds.append(change.kind.storedValue)
+                changes.names.append(Array(change.name.utf8))
+                changes.messages.append(change.message)
+            } else {
+                try run { () throws(PostgresError) in
+                    try c.execute(Statements.insertChange, [.int8(change.seq), .int8(change.time),
+                                                            .int8(change.kind.storedValue),
+                                                            .bytea(Array(change.name.utf8)), .bytea(change.message)])
+                }
+            }
+            next.head = max(next.head, change.seq)
+            next.changeCount += 1
+            next.changeBytes += Int64(change.message.count)
+        }
+        if let i = unit.idempotency {
+            try run { () throws(PostgresError) in
+                try c.execute(Statements.upsertIdempotency, [.bytea(Array(i.key.utf8)), .int8(i.seq), .int8(i.time),
+                                                             .bytea(i.response)])
+            }
+        }
+    }
+
+    /// Runs `body`, turning a PostgreSQL failure into a `StoreError`.
+    @discardableResult
+    func run<R>(_ body: () throws(PostgresError) -> R) throws(StoreError) -> R {
+        do throws(PostgresError) {
+            return try body()
+        } catch {
+            throw StoreError(error)
+        }
+    }
+
+    /// Ends a failed transaction; a failure here changes nothing for the
+    /// caller, who already has an error (and a lost connection rolls back
+    /// by itself: the server ends the session's transaction).
+    func rollBack() {
+        guard connection.isConnected, connection.inTransaction else { return }
+        try? connection.execute(script: "ROLLBACK")
+    }
+}
