@@ -93,7 +93,7 @@ let package = Package(
         .executableTarget(name: "tally", dependencies: ["TallyServer", "TallyNet", "TallyBench", "TallyTLS",
                                                       "TallyProtocol", "TallyStore", "TallyEngine", "TallySQLite",
                                                       "TallyClient", "TallyMirror", "TallyIntake", "TallyConcurrency",
-                                                      "TallyCommandLine"],
+                                                      "TallyCommandLine", "TallyPostgres"],
                           swiftSettings: strict),
 
         // Helpers shared by the test targets (temporary directories, …).

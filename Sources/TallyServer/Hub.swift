@@ -18,15 +18,17 @@ public final class Hub: Sendable {
     /// and starts serving.
     public convenience init(configuration: HubConfiguration) throws(HubStartError) {
         let directory = configuration.dataDirectory
-        guard directory != ":memory:" else {
-            try self.init(configuration: configuration, store: MemoryStore(retention: configuration.retention))
-            return
-        }
-        let lock = try DataDirectory.lock(directory)
+        let lock = directory == ":memory:" ? nil : try DataDirectory.lock(directory)
         let store: any Store
         do {
-            store = try SQLiteStore(directory: directory, durability: configuration.durability,
-                                    retention: configuration.retention)
+            if let url = configuration.storeURL {
+                store = try PostgresStore(url: url, retention: configuration.retention)
+            } else if lock == nil {
+                store = MemoryStore(retention: configuration.retention)
+            } else {
+                store = try SQLiteStore(directory: directory, durability: configuration.durability,
+                                        retention: configuration.retention)
+            }
         } catch {
             throw HubStartError(opening: error, in: directory)
         }

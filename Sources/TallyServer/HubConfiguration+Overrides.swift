@@ -1,5 +1,6 @@
 import TallyEngine
 import TallyNet
+import TallyStore
 
 /// How `tally serve` arrives at its configuration: the embedded defaults,
 /// then the config file's members, then the command line's flags.
@@ -41,6 +42,7 @@ extension HubConfiguration {
         if let port = flags.port { server.port = port }
         if let threads = flags.threads { server.threads = threads }
         if let data = flags.dataDirectory { dataDirectory = data }
+        if let url = flags.storeURL { storeURL = url }
         if let durability = flags.durability { self.durability = durability }
         if let count = flags.retainChanges { retention.maxChanges = count }
         if let bytes = flags.retainBytes { retention.maxBytes = bytes }
@@ -80,9 +82,13 @@ extension HubConfiguration {
     /// Logs `server.started` for the hub listening on `port`: where, how
     /// (threads, TLS, echo, durability) and who may use it.
     public func logStarted(port: Int) {
+        // With a PostgreSQL store, `durability` names where it lives instead
+        // (SQLite's setting does not apply), the password hidden.
         server.logger.info("server.started", ["address": address(port: port), "threads": String(server.threads),
                                               "tls": server.tls == nil ? "off" : "on", "echo": servesEcho ? "on" : "off",
-                                              "data": dataDirectory, "durability": durability.rawValue,
+                                              "data": dataDirectory,
+                                              storeURL == nil ? "durability" : "store":
+                                                  storeURL.map(PostgresStore.redacted) ?? durability.rawValue,
                                               "web": webDirectory ?? "none",
                                               "auth": core.authenticator.map { "tokens (\($0.users.count) users)" } ?? "open"])
     }

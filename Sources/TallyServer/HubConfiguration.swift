@@ -21,6 +21,9 @@ public struct HubConfiguration: Sendable {
     /// Where the SQLite store lives; `:memory:` keeps everything in memory
     /// (tests, benchmarks of the non-durable path).
     public var dataDirectory = "./tally-data"
+    /// A PostgreSQL store (`postgres://USER@HOST:PORT/DB`, `--store`) instead
+    /// of SQLite in `dataDirectory`, which then holds the photos (and its lock).
+    public var storeURL: String?
     public var durability = Durability.full
     public var retention = StoreRetention()
     public var core = CoreConfiguration()

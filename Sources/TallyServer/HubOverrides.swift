@@ -15,6 +15,7 @@ public struct HubOverrides: Sendable {
     public var port: Int?
     public var threads: Int?
     public var dataDirectory: String?
+    public var storeURL: String?
     public var durability: Durability?
     public var retainChanges: Int?
     public var retainBytes: Int?

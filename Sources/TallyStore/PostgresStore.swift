@@ -53,6 +53,11 @@ public final class PostgresStore: Store {
         committer.close()
     }
 
+    /// `url` as logs may show it: the password replaced by `***`.
+    public static func redacted(_ url: String) -> String {
+        (try? PostgresURL(parsing: url).description) ?? "postgres://(a URL that does not parse)"
+    }
+
     static func connectionOptions(role: String) -> PostgresConnection.Options {
         var options = PostgresConnection.Options()
         options.applicationName = "tally-store-\(role)"

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import TallyNet
+import TallyPostgres
 import TallyServer
 import TallyStore
 import TallyTLS
@@ -23,6 +24,9 @@ enum ServeCommand {
         Option("port", "P", "port (default 8080; 0 picks a free one)"),
         Option("data", "DIR", "where the SQLite store and photos live (default", "./tally-data); one hub per directory (it is",
                "locked); :memory: keeps nothing on disk"),
+        Option("store", "URL", "keep records, lists and the change log in PostgreSQL,",
+               "postgres://USER[:PASSWORD]@HOST:PORT/DB (also",
+               "$TALLY_STORE_URL); --data then holds the photos"),
         Option("config", "FILE", "JSON settings file (see README): users and tokens,", "roles, workflows, limits; flags win over it"),
         Option("open", nil, "serve without authentication on an address that", "is not loopback (no users configured)"),
         Option("demo", nil, "start with sample items, orders and intake jobs,", "and a simulator that moves them along"),
@@ -128,6 +132,12 @@ enum ServeCommand {
         if let data = a.string("data") {
             guard !data.isEmpty else { throw UsageError(message: "--data needs a directory") }
             flags.dataDirectory = data
+        }
+        if let url = a.string("store") ?? environment("TALLY_STORE_URL") {
+            do { _ = try PostgresURL(parsing: url) } catch {
+                throw UsageError(message: "--store: \(error.message)")
+            }
+            flags.storeURL = url
         }
         if let mode = a.string("durability") {
             guard let durability = Durability(rawValue: mode) else {
