@@ -9,6 +9,7 @@ runs with a temporary directory as its cwd, so nothing lands in the repo.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import select
@@ -115,6 +116,28 @@ def data_flag_supported() -> bool:
     return _data_flag_supported
 
 
+# TALLY_TEST_PG_CLUSTER=DIR (a server from `scripts/pg-test-cluster.sh start
+# DIR`): every hub these tests start keeps its store in PostgreSQL, one
+# database per data directory (so a restart finds its data), instead of SQLite.
+PG_CLUSTER = os.environ.get("TALLY_TEST_PG_CLUSTER")
+
+
+# A test of the SQLite store itself (its file, its backups, its migrations
+# from an old file, a full disk under it): not run when hubs use PostgreSQL.
+sqlite_only = pytest.mark.skipif(bool(PG_CLUSTER), reason="tests the SQLite store's own file")
+
+
+def pg_database_for(data_dir: Path) -> str:
+    """The URL of the database that stands for ``data_dir`` (made once)."""
+    name = "d_" + hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:20]
+    made = subprocess.run(["bash", str(REPO / "scripts" / "pg-test-cluster.sh"), "createdb", PG_CLUSTER, name],
+                          capture_output=True, text=True, timeout=60)
+    if made.returncode != 0 and "already exists" not in made.stderr:
+        pytest.fail(f"cannot create the database for {data_dir}: {made.stderr}")
+    port = (Path(PG_CLUSTER) / "port").read_text().strip()
+    return f"postgres://tally@127.0.0.1:{port}/{name}"
+
+
 def start_tally(args: list[str], stderr_path: Path, data_dir: Path | None = None) -> TallyServer:
     """Starts `tally serve` on 127.0.0.1, port 0, and waits for its listening
     line. Unless ``args`` has its own --data, the store goes to ``data_dir``
@@ -130,6 +153,8 @@ def start_tally(args: list[str], stderr_path: Path, data_dir: Path | None = None
         data_dir = data_dir or stderr_path.with_name(stderr_path.name.removesuffix(".stderr") + ".data")
         data_dir.mkdir(parents=True, exist_ok=True)
         extra = ["--data", str(data_dir)] if data_flag_supported() else []
+    if PG_CLUSTER and "--store" not in serve_args and str(data_dir) != ":memory:":
+        extra += ["--store", pg_database_for(data_dir)]
     argv = [str(TALLY_BIN), "serve", "--host", HOST, "--port", "0", *extra, *serve_args]
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

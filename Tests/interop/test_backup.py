@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from synclib import SyncClient, cli_env, get_record, rest, run_tally
+from conftest import sqlite_only
 
 JUMP = 2 ** 32
 CLI_TIMEOUT = 60.0
@@ -107,6 +108,7 @@ class Writers:
         return max(b - a for a, b in zip(times, times[1:]))
 
 
+@sqlite_only
 def test_backup_while_writing_restores_byte_for_byte_and_every_client_resnapshots(tally_factory, tmp_path):
     env = cli_env(tmp_path)
     hub = tally_factory()
@@ -191,6 +193,7 @@ def test_backup_while_writing_restores_byte_for_byte_and_every_client_resnapshot
         assert [c["seq"] for c in reply["changes"]] == list(range(restored_head + 1, head + 1)), reply
 
 
+@sqlite_only
 def test_bad_input_gets_a_clear_message_and_changes_nothing(tally_factory, tmp_path):
     env = cli_env(tmp_path)
     hub = tally_factory()

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from synclib import expect_error, list_path, rest
 from test_cli import cli
+from conftest import sqlite_only
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PAGE = 10_000
@@ -47,6 +48,7 @@ def fill(client, name: str, count: int, start: int = 0) -> None:
         client.ok("write", ops=ops)
 
 
+@sqlite_only
 def test_a_store_from_0_3_0_opens_with_every_record_and_entry(tally_factory, sync_client, tmp_path):
     manifest = json.loads((FIXTURES / "store-0.3.0-schema3.manifest.json").read_text())
     data = tmp_path / "data"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HOST, START_TIMEOUT, TALLY_BIN
+from conftest import HOST, START_TIMEOUT, TALLY_BIN, sqlite_only
 from synclib import SyncClient, expect_error, get_record, put_record, rest
 
 DISK_MB = 24
@@ -82,6 +82,7 @@ def payload(n: int) -> dict:
     return {"n": n, "pad": chr(ord("a") + n % 26) * RECORD_BYTES}
 
 
+@sqlite_only
 def test_a_full_disk_is_answered_and_the_hub_recovers_by_itself(tally_factory, small_disk):
     data = small_disk / "data"
     server = tally_factory("--data", str(data))
