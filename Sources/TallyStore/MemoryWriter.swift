@@ -37,11 +37,9 @@ final class MemoryWriter: CommitBackend {
 
     func maintain() -> Bool {
         let (changeCount, changeBytes) = tables.withLock { ($0.changes.count, $0.changes.bytes) }
-        let excess = policy.excess(changeCount: changeCount)
-        let byteExcess = policy.excess(changeBytes: changeBytes)
-        let cutoffs = policy.ageCutoffs()
-        guard excess > 0 || byteExcess > 0 || cutoffs != nil else { return false }
-        var more = policy.excessNeedsMoreSteps(changeCount: changeCount)
+        guard let step = policy.nextStep(changeCount: changeCount, changeBytes: changeBytes) else { return false }
+        let (excess, byteExcess, cutoffs) = (step.countExcess, step.byteExcess, step.cutoffs)
+        var more = step.needsMoreSteps
         let limit = RetentionPolicy.stepLimit
         let (prunedChanges, prunedIdempotency, ageLeft, bytesLeft) = tables.withLock { t -> (Int, Int, Bool, Bool) in
             var through = t.floor

@@ -9,12 +9,10 @@ extension PostgresWriter {
     }
 
     func maintain() -> Bool {
-        guard !policy.isPaused else { return false }
-        let countExcess = policy.excess(changeCount: Int(clamping: meta.changeCount))
-        let byteExcess = policy.excess(changeBytes: Int(clamping: meta.changeBytes))
-        let cutoffs = policy.ageCutoffs()
-        guard countExcess > 0 || byteExcess > 0 || cutoffs != nil else { return false }
-        var more = policy.excessNeedsMoreSteps(changeCount: Int(clamping: meta.changeCount))
+        guard let step = policy.nextStep(changeCount: Int(clamping: meta.changeCount),
+                                         changeBytes: Int(clamping: meta.changeBytes)) else { return false }
+        let (countExcess, byteExcess, cutoffs) = (step.countExcess, step.byteExcess, step.cutoffs)
+        var more = step.needsMoreSteps
         var next = meta
         var prunedIdempotency = 0
         var prunedChanges = 0

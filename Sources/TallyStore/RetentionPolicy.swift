@@ -64,6 +64,30 @@ struct RetentionPolicy {
         return excess(changeCount: changeCount) > 0 || excess(changeBytes: changeBytes) > 0 || now >= nextAgeCheck
     }
 
+    /// What one retention step deletes, decided once for every backend.
+    struct Step {
+        /// Oldest changes over the count bound (0: none).
+        var countExcess: Int
+        /// Bytes of the oldest changes over the byte bound (0: none).
+        var byteExcess: Int
+        /// The age limits, when an age check is due.
+        var cutoffs: (changes: Int64, idempotency: Int64)?
+        /// The count excess is larger than one step deletes.
+        var needsMoreSteps: Bool
+    }
+
+    /// The step to take now for a log of `changeCount` changes and
+    /// `changeBytes` bytes; nil while paused or when nothing is over.
+    mutating func nextStep(changeCount: Int, changeBytes: Int) -> Step? {
+        guard !isPaused else { return nil }
+        let countExcess = excess(changeCount: changeCount)
+        let byteExcess = excess(changeBytes: changeBytes)
+        let cutoffs = ageCutoffs()
+        guard countExcess > 0 || byteExcess > 0 || cutoffs != nil else { return nil }
+        return Step(countExcess: countExcess, byteExcess: byteExcess, cutoffs: cutoffs,
+                    needsMoreSteps: excessNeedsMoreSteps(changeCount: changeCount))
+    }
+
     /// Whether a failed step asked for a pause that has not ended.
     var isPaused: Bool { clock.now() < pausedUntil }
 
