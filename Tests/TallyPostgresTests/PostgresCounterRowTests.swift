@@ -86,11 +86,9 @@ extension PostgresTests {
                     writersDone.wait()
                     elapsedMicros.withLock { $0 = Self.micros() - started }
                     // Let the listener read what the last notifications announce, then stop it.
-                    let deadline = monotonicMillis() + 30_000
-                    while monotonicMillis() < deadline {
-                        let (rows, seen) = tally.withLock { ($0.committedRows, $0.readUpTo) }
-                        if seen >= Int64(rows) { break }
-                        usleep(1_000)
+                    // (A timeout is not thrown here: the counts checked below say what was missed.)
+                    try? waitUntil("the listener to read every committed row", timeoutMillis: 30_000) {
+                        tally.withLock { $0.readUpTo >= Int64($0.committedRows) }
                     }
                     waker.wake()
                 default:

@@ -72,15 +72,6 @@ private struct Oops: SQLiteFailure, CustomStringConvertible {
         #expect(opening?.description.hasPrefix("cannot open the test file '\(missing)': ") == true)
     }
 
-    @Test func aReadOnlyFileIsRefusedAtOpenSayingWhy() throws {
-        guard geteuid() != 0 else { return }  // root writes any file
-        let directory = try TemporaryDirectory(prefix: "tally-sqlite")
-        _ = try open(directory)
-        chmod(directory.path + "/t.sqlite", 0o444)
-        let error = #expect(throws: Oops.self) { try open(directory) }
-        #expect(error?.description.contains("not writable") == true)
-    }
-
     @Test func dataVersionMovesWhenAnotherConnectionCommits() throws {
         let directory = try TemporaryDirectory(prefix: "tally-sqlite")
         let mine = try open(directory)
