@@ -100,7 +100,7 @@ let package = Package(
         .target(name: "TallyTestSupport", swiftSettings: strict),
         // A restartable hub in the test process, for the client and mirror tests.
         .target(name: "TallyHubTestSupport", dependencies: ["TallyServer", "TallyTestSupport"], swiftSettings: strict),
-        .testTarget(name: "TallyConcurrencyTests", dependencies: ["TallyConcurrency"]),
+        .testTarget(name: "TallyConcurrencyTests", dependencies: ["TallyConcurrency", "TallyTestSupport"]),
         .testTarget(name: "TallyHTTPTests", dependencies: ["TallyHTTP"]),
         .testTarget(name: "TallyProtocolTests", dependencies: ["TallyProtocol"]),
         .testTarget(name: "TallyEngineTests", dependencies: ["TallyEngine", "TallyProtocol", "TallyTestSupport"]),

@@ -19,29 +19,6 @@ func freshConnection(_ name: String) throws -> PostgresConnection {
     try PostgresConnection(url: freshDatabase(name))
 }
 
-/// Runs `body(index)` on `count` new threads and waits for all of them.
-/// Each thread opens its own connections: a connection has one owner thread.
-func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
-    final class Job: @unchecked Sendable {  // handed to exactly one thread
-        let index: Int
-        let body: @Sendable (Int) -> Void
-        init(_ index: Int, _ body: @escaping @Sendable (Int) -> Void) { self.index = index; self.body = body }
-    }
-    var threads: [pthread_t] = []
-    for index in 0..<count {
-        var thread = pthread_t()
-        let job = Unmanaged.passRetained(Job(index, body))
-        let rc = pthread_create(&thread, nil, { raw in
-            let job = Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue()
-            job.body(job.index)
-            return nil
-        }, job.toOpaque())
-        precondition(rc == 0, "pthread_create: \(rc)")
-        threads.append(thread)
-    }
-    for thread in threads { pthread_join(thread, nil) }
-}
-
 /// The error `body` throws as a `PostgresError`, or a test failure.
 func postgresError(_ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) -> PostgresError? {
     do {
