@@ -184,6 +184,11 @@ public struct SubscriptionRegistry: Sendable {
         }
     }
 
+    /// Subscribers of list `name` (one subscription per slot per list).
+    public func subscribers(ofList name: String, into slots: inout [Int]) {
+        if let list = lists[ByteKey(name)] { slots.append(contentsOf: list.elements) }
+    }
+
     /// Subscribers of an event topic (one subscription per slot per topic).
     public func subscribers(ofTopic topic: String) -> [Int] { topics[ByteKey(topic)]?.elements ?? [] }
 

@@ -51,6 +51,27 @@ public struct WorkflowStats: Sendable, Equatable {
             stageTime[stage, default: StageTime()].totalMs += max(0, ms)
             stageTime[stage, default: StageTime()].exits += 1
         }
+
+        /// What a change from `before` to `after` (either nil: created,
+        /// deleted) does to the stats of `workflow`: the record as it was
+        /// leaves the figures and the record as it is enters them, so the
+        /// figures stay equal to a recount. For a change this hub did not
+        /// plan (another hub's), where the planner's own delta is not known.
+        public init(replacing before: RecordState?, with after: RecordState?, in workflow: Workflow) {
+            if let before, let stage = before.data[workflow.stageField]?.stringValue {
+                leave(stage)
+                if workflow.isOpen(stage) { closed.insert(ByteKey(before.name)) }
+                forget(before.data)
+            }
+            if let after, let stage = after.data[workflow.stageField]?.stringValue {
+                enter(stage)
+                if workflow.isOpen(stage) { opened.append(OpenRecord(name: after.name, created: after.created)) }
+                for (stage, time) in WorkflowStats.stageTimes(of: after.data) {
+                    stageTime[stage, default: StageTime()].totalMs += time.totalMs
+                    stageTime[stage, default: StageTime()].exits += time.exits
+                }
+            }
+        }
     }
 
     public let stages: [String]
@@ -134,7 +155,22 @@ public struct WorkflowStats: Sendable, Equatable {
         return times
     }
 
-    public mutating func apply(_ delta: Delta) {
+    /// Applies `delta` and returns the delta that undoes it: figures
+    /// negated, the records it closed opened again with the creation time
+    /// they had, the ones it opened closed. A hub that shares its store
+    /// keeps these for the writes it has not committed yet, since another
+    /// hub's commit may send them back to be run again.
+    @discardableResult
+    public mutating func apply(_ delta: Delta) -> Delta {
+        var inverse = Delta()
+        for (stage, change) in delta.counts { inverse.counts[stage] = -change }
+        for (stage, time) in delta.stageTime {
+            inverse.stageTime[stage] = StageTime(totalMs: -time.totalMs, exits: -time.exits)
+        }
+        for name in delta.closed {
+            if let created = open[name] { inverse.opened.append(OpenRecord(name: name.string, created: created)) }
+        }
+        for record in delta.opened { inverse.closed.insert(ByteKey(record.name)) }
         for (stage, change) in delta.counts { counts[stage, default: 0] += change }
         for (stage, time) in delta.stageTime {
             stageTime[stage, default: StageTime()].totalMs += time.totalMs
@@ -144,6 +180,7 @@ public struct WorkflowStats: Sendable, Equatable {
         for name in delta.closed { open[name] = nil }
         for record in delta.opened { open[ByteKey(record.name)] = record.created }
         oldest = newOldest
+        return inverse
     }
 
     /// The oldest open record once `delta` is applied. Scans the open

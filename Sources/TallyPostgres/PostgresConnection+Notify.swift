@@ -143,7 +143,7 @@ extension PostgresConnection {
         }
     }
 
-    static func monotonicMillis() -> Int64 {
+    package static func monotonicMillis() -> Int64 {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000

@@ -29,6 +29,23 @@ package final class PostgresWaker: Sendable {
         _ = write(descriptor, &one, MemoryLayout<UInt64>.size)
     }
 
+    /// Waits up to `timeoutMillis` for a wake-up: true when woken (the
+    /// wake-up is taken), false when the time passed. For a thread that has
+    /// no connection to wait on, between attempts to reach the server.
+    package func wait(timeoutMillis: Int) -> Bool {
+        var descriptor = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let deadline = PostgresConnection.monotonicMillis() + Int64(max(timeoutMillis, 0))
+        while true {
+            let remaining = max(deadline - PostgresConnection.monotonicMillis(), 0)
+            let ready = poll(&descriptor, 1, Int32(min(remaining, Int64(Int32.max))))
+            if ready > 0 {
+                drain()
+                return true
+            }
+            if ready == 0 || (ready < 0 && errno != EINTR) || remaining == 0 { return false }
+        }
+    }
+
     /// Resets the counter, so one wake-up ends one wait.
     func drain() {
         var count: UInt64 = 0

@@ -46,8 +46,16 @@ final class CoreRunner: @unchecked Sendable {
     func start(_ core: HubCore) {
         // A commit report is handled on the thread that committed (the
         // writer, or a loop that committed in place) when the core is idle:
-        // one thread wake-up less per commit.
-        core.store.start { [self] outcome in combine([.committed(outcome)], core) }
+        // one thread wake-up less per commit. Not for a store shared with
+        // other hubs: there a report may catch up on their changes, run
+        // writes again and release waiting reads (HubCore+SharedStore.swift),
+        // work for the core thread rather than the store's writer, which
+        // has the next group to commit.
+        if core.shared != nil {
+            core.store.start { [mailbox] outcome in mailbox.post(.committed(outcome)) }
+        } else {
+            core.store.start { [self] outcome in combine([.committed(outcome)], core) }
+        }
         let box = Unmanaged.passRetained(CoreThreadStart(runner: self, core: core))
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { raw in
@@ -156,7 +164,7 @@ extension HubCore.Input {
             case .subscribe(_, let since): since == nil
             case .hello, .get, .unsubscribe, .write, .publish, .report: true
             }
-        case .rest, .stop, .system, .scan, .query: false
+        case .rest, .stop, .system, .scan, .query, .headAdvanced: false
         }
     }
 }

@@ -1,6 +1,8 @@
+@preconcurrency import Glibc
 import TallyEngine
 import TallyHTTP
 import TallyProtocol
+import TallyStore
 
 /// Sync health: how far behind each connected client is, what it still has
 /// to send, and spreading out the resyncs after a restart.
@@ -14,6 +16,39 @@ extension HubCore {
     func retryAfter() -> Int64? {
         guard configuration.clock() - startedAt < Self.retryWindowMillis else { return nil }
         return Int64.random(in: 0...Self.maxRetryDelayMillis)
+    }
+
+    /// A store reading older than this says nothing any more: the watch
+    /// reads at least every second while the store answers.
+    static let staleReadingMillis: Int64 = 5_000
+
+    /// `GET /healthz`, answered on the loop (no core work): `{"status":"ok"}`
+    /// for a hub on its own store. A hub on a shared store (PostgreSQL) adds
+    /// whether it reaches it, the round trip of the last read, the global
+    /// head and how far behind it this hub is, and is not ready — 503
+    /// `{"status":"unavailable",…}` — while it cannot reach it.
+    func healthResponse() -> HTTPResponse {
+        guard let shared else { return .json(.ok, Array(#"{"status":"ok"}"#.utf8)) }
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let nowMillis = Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+        // Before the first reading the store answered at start, when it opened.
+        let reading = shared.lastHeadReading
+        let fresh = reading.map { nowMillis - $0.atMillis <= Self.staleReadingMillis } ?? true
+        let reachable = (reading?.reachable ?? true) && fresh
+        var writer = MessageWriter()
+        writer.string("status", reachable ? "ok" : "unavailable")
+        writer.string("store", "postgres")
+        writer.bool("storeReachable", reachable)
+        writer.int("storeRoundTripMicros", reading?.roundTripMicros ?? 0)
+        writer.int("storeHead", Int64(metrics.storeHead.load(ordering: .relaxed)))
+        writer.int("storeLag", Int64(metrics.storeLag))
+        if !reachable {
+            writer.string("error", reading?.error ?? "no reading of the store for \(Self.staleReadingMillis / 1000) s")
+        }
+        var response = HTTPResponse.json(reachable ? .ok : .serviceUnavailable, writer.finish())
+        if !reachable { response.headers.set("Retry-After", String(REST.storageRetryAfterSeconds)) }
+        return response
     }
 
     /// `GET /v1/admin/clients`.

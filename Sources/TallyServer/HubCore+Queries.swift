@@ -253,9 +253,10 @@ extension HubCore {
         do { floor = try cache.reader.sequenceBounds().floor } catch { throw .storage(error) }
         guard canReplay(since: since, floor: floor) else { return nil }
         let limit = configuration.maxReplayChanges + 1
-        let stored: [StoredChange]
+        var stored: [StoredChange]
         do { stored = try cache.reader.changes(after: since, prefix: query.prefix, limit: limit) } catch { throw .storage(error) }
         guard stored.count < limit else { return nil }
+        if shared != nil { stored = Array(stored.prefix { $0.seq <= committedSeq }) }
         var names = stored.map(\.name)
         let last = stored.last?.seq ?? since
         for change in uncommitted where change.seq > last {

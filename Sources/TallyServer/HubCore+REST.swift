@@ -10,6 +10,7 @@ extension HubCore {
         // The connection closed while the call waited: nobody reads the answer.
         guard !call.responder.isCancelled else { return }
         metrics.requests.add(1, ordering: .relaxed)
+        if case .changes(let since, _) = call.operation { catchUpIfBehind(since: since) }
         let head = headSeq
         var ifMatch = false
         do throws(ProtocolError) {
@@ -77,6 +78,7 @@ extension HubCore {
                 do {
                     floor = try cache.reader.sequenceBounds().floor
                     stored = since < floor ? [] : try cache.reader.changes(after: since, limit: limit + 1)
+                        .prefix { $0.seq <= head }
                 } catch {
                     throw .storage(error)
                 }

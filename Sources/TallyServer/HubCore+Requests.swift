@@ -18,9 +18,12 @@ extension HubCore {
         let actor = session.actor ?? Self.nobody
         session.lastHeardAt = configuration.clock()
         switch request.operation {
-        case .hello(let hello): self.hello(hello, id: id, session: session)
+        case .hello(let hello):
+            catchUpIfBehind(since: hello.since)
+            self.hello(hello, id: id, session: session)
         case .get(let target): get(target, id: id, session: session, actor: actor)
         case .subscribe(let target, let since):
+            catchUpIfBehind(since: since ?? session.since)
             subscribe(normalized(target, actor: actor), since: since ?? session.since, id: id, session: session, actor: actor)
         case .unsubscribe(let target):
             let target = normalized(target, actor: actor)
@@ -159,8 +162,12 @@ extension HubCore {
     /// rows with the cache's newer states laid over them.
     func records(prefix: String, after: String?, limit: Int) throws(ProtocolError) -> ([RecordState], Bool) {
         // One row past the page says whether more follow.
-        let stored: [StoredRecord]
+        var stored: [StoredRecord]
         do { stored = try cache.reader.records(prefix: prefix, after: after, limit: limit + 1) } catch { throw .storage(error) }
+        if let readsAhead = cache.readsAhead, let newest = stored.lazy.map(\.seq).max(), readsAhead(newest) {
+            // Caught up with another hub's commit: read the page again.
+            do { stored = try cache.reader.records(prefix: prefix, after: after, limit: limit + 1) } catch { throw .storage(error) }
+        }
         let storedMore = stored.count > limit
         var result: [RecordState] = []
         result.reserveCapacity(stored.count)
@@ -289,6 +296,9 @@ extension HubCore {
             throw .storage(error)
         }
         guard stored.count < limit else { return nil }
+        // A shared store may hold other hubs' changes this hub has not
+        // applied yet: they reach the subscriber as pushes once it has.
+        if shared != nil { stored = Array(stored.prefix { $0.seq <= committedSeq }) }
         var pushes: [[UInt8]] = []
         var last = since
         if case .path(let name, let path) = target {
@@ -301,6 +311,7 @@ extension HubCore {
                 throw .storage(error)
             }
             guard stored.count < limit else { return nil }
+            if shared != nil { stored = Array(stored.prefix { $0.seq <= committedSeq }) }
             var filter = PathReplay(path: path, logIsComplete: start == 0)
             for change in stored {
                 // The hub wrote these bytes: read them without message limits.
@@ -360,7 +371,10 @@ extension HubCore {
         let key = clientKey.map { configuration.authenticator == nil ? $0 : "\(actor.user)\u{1F}\($0)" }
         if let key {
             switch priorReply(for: key) {
-            case .success(let prior?): return .success(WriteResult(seq: prior.seq, reply: prior.reply, changes: []))
+            case .success(let prior?):
+                // Answered by another hub's commit this hub has not applied yet.
+                catchUpIfBehind(since: prior.seq)
+                return .success(WriteResult(seq: prior.seq, reply: prior.reply, changes: []))
             case .success(nil): break
             case .failure(let error): return .failure(error)
             }
@@ -377,8 +391,11 @@ extension HubCore {
         } catch {
             return .failure(redacted(error, for: actor))
         }
-        for (prefix, delta) in plan.deltas { workflowStats[prefix]?.apply(delta) }
         let last = changes.last!.seq
+        for (prefix, delta) in plan.deltas {
+            guard let inverse = workflowStats[prefix]?.apply(delta), shared != nil else { continue }
+            statsUndo.append((last, prefix, inverse))
+        }
         headSeq = last
         metrics.headSeq.store(Int(last), ordering: .relaxed)
         metrics.changes.add(changes.count, ordering: .relaxed)
@@ -408,9 +425,11 @@ extension HubCore {
             codeMutations(of: change, into: &mutations)
             if !recordIndexes.isEmpty { indexMutations(of: change, into: &mutations) }
             switch change.target {
-            case .record(_, let after, _):
+            case .record(let before, let after, _):
                 mutations.append(after.map { .putRecord($0.stored) } ?? .deleteRecord(change.name))
-                stored.append(StoredChange(seq: change.seq, time: now, kind: .record, name: change.name, message: change.push))
+                // Other hubs on a shared store replay the change against it.
+                stored.append(StoredChange(seq: change.seq, time: now, kind: .record, name: change.name, message: change.push,
+                                           prior: shared == nil ? nil : before?.stored))
             case .list(_, let after, let edit):
                 mutations.append(after.map { .putList($0.stored) } ?? .deleteList(change.name))
                 Self.mutations(of: edit, list: change.name, into: &mutations)

@@ -36,7 +36,7 @@ extension HubCore {
         // Units queued behind a failure that was handled already.
         guard !outcome.discarded else { return }
         metrics.commitFailures.add(1, ordering: .relaxed)
-        let dropped = rollBackToCommitted(because: error)
+        let dropped = rollBackToCommitted(answering: Self.failure(error))
         store.resumeAfterFailure()
         let now = configuration.clock()
         if let suppressed = storageFaults.failed(at: now) {
@@ -53,16 +53,23 @@ extension HubCore {
     }
 
     /// Drops everything past `committedSeq` (see the extension's comment).
-    /// Returns how many accepted changes were dropped.
+    /// Held answers past it become `failure`; with no failure they are
+    /// dropped unsent, their writes to be run again (a shared store whose
+    /// head another hub moved: HubCore+SharedStore.swift). Returns how many
+    /// accepted changes were dropped.
     @discardableResult
-    func rollBackToCommitted(because error: StoreError) -> Int64 {
+    func rollBackToCommitted(answering failure: ProtocolError?) -> Int64 {
         let dropped = headSeq - committedSeq
-        let failure = ProtocolError(.storageFailed, Self.storageFailedMessage(error))
         var kept: [(seq: Int64, output: Output)] = []
         kept.reserveCapacity(held.count - heldHead)
         for (seq, output) in held[heldHead...] {
             guard seq > committedSeq else {
                 kept.append((seq, output))
+                continue
+            }
+            guard let failure else {
+                // Every output past the commit was a write's, kept to run again.
+                if case .close = output { kept.append((0, output)) }
                 continue
             }
             // Seq 0: released at once, in the place the original held.
@@ -89,13 +96,35 @@ extension HubCore {
         uncommitted.removeAll { $0.seq > committedSeq }
         recentKeys.rolledBack(after: committedSeq)
         cache.dropUncommitted()
-        workflowStats = [:]
+        if shared != nil {
+            // Undone write by write: another hub's head moves often, and a
+            // recount from the store would cost O(open records) each time.
+            for undo in statsUndo.reversed() where undo.seq > committedSeq {
+                workflowStats[undo.prefix]?.apply(undo.inverse)
+            }
+            statsUndo.removeAll()
+            if failure != nil { rerunnable.removeAll() }
+        } else {
+            workflowStats = [:]
+        }
         rereadLimitedQueries()
         headSeq = committedSeq
         metrics.headSeq.store(Int(headSeq), ordering: .relaxed)
         metrics.rolledBackChanges.add(Int(dropped), ordering: .relaxed)
         return dropped
     }
+
+    /// What the writes of a failed commit are answered: `unavailable` when
+    /// the store's server could not be reached, else `storage_failed`.
+    static func failure(_ error: StoreError) -> ProtocolError {
+        if error.isUnreachable {
+            return ProtocolError(.unavailable, unavailableMessage)
+        }
+        return ProtocolError(.storageFailed, storageFailedMessage(error))
+    }
+
+    static let unavailableMessage = "the hub cannot reach its database (PostgreSQL): this change, or one it depends on, "
+        + "was not acknowledged; it may have landed if its commit was under way, so retry with the same idempotency key"
 
     /// What a client is told; SQLite's words for the code, never a path.
     static func storageFailedMessage(_ error: StoreError) -> String {

@@ -87,6 +87,9 @@ public final class HubCore: @unchecked Sendable {
         case scan(String, @Sendable ([RecordState]) -> Void)
         /// Reads a live query's first 1000 records from inside the hub.
         case query(Query, @Sendable ([RecordState]) -> Void)
+        /// A store shared with other hubs has committed changes up to this
+        /// seq (`SharedStore.watchHead`; see HubCore+SharedStore.swift).
+        case headAdvanced(Int64)
     }
 
     enum Output {
@@ -163,6 +166,25 @@ public final class HubCore: @unchecked Sendable {
     var nextQueryID: Int64 = 1
     /// Failed commits since the last success, for rate-limited logs.
     var storageFaults = StorageFaults()
+    /// The store when other hubs write to it too, with its reader (see
+    /// HubCore+SharedStore.swift); nil for a store of this hub's own.
+    let shared: (any SharedStore)?
+    let sharedReader: (any SharedStoreReading)?
+    /// The highest global head the store has announced.
+    var knownHead: Int64 = 0
+    /// Inputs waiting for the uncommitted writes before them to commit (a
+    /// shared store only: anything but a write waits while writes are in
+    /// flight, since another hub's commit may send those back to be run again).
+    var parked: [Input] = []
+    /// The writes whose answers wait for a commit, with the seq they wait
+    /// for: run again, in order, when another hub's commit got in first.
+    var rerunnable: [(seq: Int64, input: Input)] = []
+    /// What undoes each uncommitted write's move of the workflow stats.
+    var statsUndo: [(seq: Int64, prefix: String, inverse: WorkflowStats.Delta)] = []
+    /// While a write runs on a shared store with writes in flight: the
+    /// lowest seq its outputs wait for, so that all of them wait for a
+    /// commit and can be taken back (0 otherwise).
+    @exclusivity(unchecked) var holdFloor: Int64 = 0
     private var floorCheckedAt: Int64 = 0
     /// When the core started: reconnecting clients are spread out for a
     /// while after (see `retryAfter`).
@@ -187,14 +209,20 @@ public final class HubCore: @unchecked Sendable {
         committedSeq = bounds.head
         cache = StateCache(reader: reader, capacity: configuration.cacheCapacity,
                            byteCapacity: configuration.cacheBytes)
+        shared = store as? any SharedStore
+        sharedReader = shared == nil ? nil : reader as? any SharedStoreReading
+        knownHead = bounds.head
+        metrics.sharedStore.store(shared != nil, ordering: .relaxed)
         metrics.headSeq.store(Int(headSeq), ordering: .relaxed)
         metrics.committedSeq.store(Int(headSeq), ordering: .relaxed)
         metrics.floorSeq.store(Int(bounds.floor), ordering: .relaxed)
     }
 
-    /// Starts the store writer and the core thread.
+    /// Starts the store writer and the core thread, and for a shared store
+    /// the watch of other hubs' commits.
     public func start() {
         runner.start(self)
+        if let shared { watchSharedHead(shared) }
     }
 
     /// Stops after the work already posted; commits what is queued and closes
@@ -247,29 +275,10 @@ public final class HubCore: @unchecked Sendable {
         -> (stopped: (@Sendable () -> Void)?, submitted: Bool) {
         var stopped: (@Sendable () -> Void)?
         for input in batch {
-            switch input {
-            case .open(let session): open(session)
-            case .request(let session, let request):
-                answeringSync = request.operation.handsOverSyncState
-                handle(request, from: session)
-                answeringSync = false
-            case .refused(let session, let id, let error): answer(session, id: id, error: error)
-            case .close(let session): close(session)
-            case .rest(let call): handle(call)
-            case .committed(let outcome): committed(outcome)
-            case .stop(let done): stopped = done
-            case .system(let writes, let atomic, let actor, let done):
-                switch write(writes, atomic: atomic, key: nil, actor: actor) {
-                case .success(let result):
-                    fanOut(result.changes)
-                    done(.success(result.reply))
-                case .failure(let error):
-                    done(.failure(error))
-                }
-            case .scan(let prefix, let done):
-                done((try? records(prefix: prefix, after: nil, limit: 1000).0) ?? [])
-            case .query(let query, let done):
-                done((try? queryRecords(query, after: nil, pageLimit: 1000).0) ?? [])
+            if shared != nil, mustPark(input) {
+                parked.append(input)
+            } else if let done = take(input) {
+                stopped = done
             }
         }
         if let lender {
@@ -281,6 +290,69 @@ public final class HubCore: @unchecked Sendable {
         units.removeAll(keepingCapacity: true)
         release()
         return (stopped, submitted)
+    }
+
+    /// Does the work of one input; returns the stop request's callback.
+    func take(_ input: Input) -> (@Sendable () -> Void)? {
+        if shared != nil, input.readsState {
+            // Nothing is in flight (else it would be parked): reads see what
+            // the other hubs committed, as far as this hub has pushed it.
+            prepareSharedRead()
+            defer { cache.readsAhead = nil }
+            return takeNow(input)
+        }
+        return takeNow(input)
+    }
+
+    private func takeNow(_ input: Input) -> (@Sendable () -> Void)? {
+        switch input {
+        case .open(let session): open(session)
+        case .request(let session, let request):
+            if shared != nil, request.operation.isWrite {
+                rerunnably(input) { handle(request, from: session) }
+                return nil
+            }
+            answeringSync = request.operation.handsOverSyncState
+            handle(request, from: session)
+            answeringSync = false
+        case .refused(let session, let id, let error): answer(session, id: id, error: error)
+        case .close(let session): close(session)
+        case .rest(let call):
+            if shared != nil, call.operation.isWrite {
+                rerunnably(input) { handle(call) }
+            } else {
+                handle(call)
+            }
+        case .committed(let outcome):
+            committed(outcome)
+            if shared != nil { return unpark() }
+        case .headAdvanced(let head):
+            headAdvanced(to: head)
+            return unpark()
+        case .stop(let done): return done
+        case .system(let writes, let atomic, let actor, let done):
+            if shared != nil {
+                rerunnably(input) { system(writes, atomic: atomic, actor: actor, done: done) }
+            } else {
+                system(writes, atomic: atomic, actor: actor, done: done)
+            }
+        case .scan(let prefix, let done):
+            done((try? records(prefix: prefix, after: nil, limit: 1000).0) ?? [])
+        case .query(let query, let done):
+            done((try? queryRecords(query, after: nil, pageLimit: 1000).0) ?? [])
+        }
+        return nil
+    }
+
+    private func system(_ writes: [Write], atomic: Bool, actor: Actor,
+                        done: @Sendable (Result<JSONObject, ProtocolError>) -> Void) {
+        switch write(writes, atomic: atomic, key: nil, actor: actor) {
+        case .success(let result):
+            fanOut(result.changes)
+            done(.success(result.reply))
+        case .failure(let error):
+            done(.failure(error))
+        }
     }
 
     private func open(_ session: Session) {
@@ -308,8 +380,13 @@ public final class HubCore: @unchecked Sendable {
 
     private func committed(_ outcome: CommitOutcome) {
         // The memory holds changes the store refused: back to what it holds
-        // (see HubCore+StorageFaults.swift).
-        if let error = outcome.error { return commitFailed(outcome, error: error) }
+        // (see HubCore+StorageFaults.swift), or, when another hub committed
+        // first, to the new head and the writes run again on it
+        // (HubCore+SharedStore.swift).
+        if let error = outcome.error {
+            if shared != nil, error.isHeadMoved, !outcome.discarded { return headMoved(error) }
+            return commitFailed(outcome, error: error)
+        }
         if storageFaults.failing { commitsRecovered() }
         guard outcome.lastSeq > committedSeq else { return }
         committedSeq = outcome.lastSeq
@@ -317,6 +394,7 @@ public final class HubCore: @unchecked Sendable {
         let done = uncommitted.prefix { $0.seq <= committedSeq }.count
         uncommitted.removeFirst(done)
         recentKeys.committed(through: committedSeq)
+        if shared != nil { sharedCommitted() }
         metrics.recordCommit(nanos: outcome.durationNanos, units: outcome.tokens.count, inPlace: outcome.inPlace)
         metrics.committedSeq.store(Int(committedSeq), ordering: .relaxed)
         // The floor moves only when retention prunes: a look a second is plenty.
@@ -332,7 +410,7 @@ public final class HubCore: @unchecked Sendable {
 
     /// Queues `output`, to leave once `seq` is committed.
     func emit(_ output: Output, after seq: Int64) {
-        held.append((seq, output))
+        held.append((max(seq, holdFloor), output))
     }
 
     func emitUnit(_ unit: StoreUnit) { units.append(unit) }

@@ -45,6 +45,33 @@ final class HubMetrics: Sendable {
     /// record to read them back from, or one that does not fit the config):
     /// O(history) each, so after a restart this should stay at 0.
     let statsRecounts = Atomic<Int>(0)
+    /// A store shared with other hubs (see HubCore+SharedStore.swift): the
+    /// store's last reading of the global head, and how often this hub's
+    /// work had to follow another hub's.
+    let sharedStore = Atomic<Bool>(false)
+    let storeReachable = Atomic<Bool>(false)
+    let storeHead = Atomic<Int>(0)
+    let storeRoundTripMicros = Atomic<Int>(0)
+    /// Groups refused because another hub committed first, the writes run
+    /// again after them, and other hubs' changes applied here.
+    let headMoves = Atomic<Int>(0)
+    let reruns = Atomic<Int>(0)
+    let caughtUpChanges = Atomic<Int>(0)
+
+    /// Keeps the store watch's latest reading.
+    func storeReading(_ reading: HeadReading) {
+        storeReachable.store(reading.reachable, ordering: .relaxed)
+        if let head = reading.head {
+            storeHead.store(Int(head), ordering: .relaxed)
+            storeRoundTripMicros.store(Int(reading.roundTripMicros), ordering: .relaxed)
+        }
+    }
+
+    /// How far this hub's applied changes are behind the global head.
+    var storeLag: Int {
+        max(0, storeHead.load(ordering: .relaxed) - committedSeq.load(ordering: .relaxed))
+    }
+
     /// Commit latency histogram, seconds (Prometheus `le` buckets).
     static let bucketBounds: [Double] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1]
     private let buckets = LockedValueBox<[Int]>(Array(repeating: 0, count: 11))
@@ -99,6 +126,21 @@ final class HubMetrics: Sendable {
         metric("tally_workflow_stats_recounts_total", "counter",
                "Workflow stats counted from every record of the workflow instead of read back from its stats record.",
                value(statsRecounts))
+        if sharedStore.load(ordering: .relaxed) {
+            metric("tally_store_reachable", "gauge", "Whether the shared store (PostgreSQL) answered its last read (1) or not (0).",
+                   storeReachable.load(ordering: .relaxed) ? 1 : 0)
+            text += "# HELP tally_store_round_trip_seconds The last timed read of the shared store's head, a round trip.\n"
+            text += "# TYPE tally_store_round_trip_seconds gauge\n"
+            text += "tally_store_round_trip_seconds \(Double(value(storeRoundTripMicros)) / 1e6)\n"
+            metric("tally_store_head_seq", "gauge", "The global head: the highest seq any hub committed.", value(storeHead))
+            metric("tally_store_lag", "gauge", "Changes of other hubs this hub has not applied yet (global head minus committed seq).",
+                   storeLag)
+            metric("tally_store_head_moves_total", "counter",
+                   "Group commits refused because another hub committed first; their writes ran again.", value(headMoves))
+            metric("tally_store_reruns_total", "counter", "Writes run again after another hub's commit.", value(reruns))
+            metric("tally_store_caught_up_changes_total", "counter", "Changes of other hubs applied by this hub.",
+                   value(caughtUpChanges))
+        }
         text += "# HELP tally_core_batches_total Batches of core work, by the thread that did them.\n"
         text += "# TYPE tally_core_batches_total counter\n"
         text += "tally_core_batches_total{thread=\"core\"} \(value(coreBatchesQueued))\n"

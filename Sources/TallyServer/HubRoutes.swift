@@ -34,9 +34,7 @@ final class HubRoutes: HTTPApplication {
         self.core = core
         self.browserGuard = configuration.browserGuard
         var router = HTTPRouter<Route>()
-        router.add("GET", "/healthz", .respond { _, _ in
-            .json(.ok, Array(#"{"status":"ok"}"#.utf8))
-        })
+        router.add("GET", "/healthz", .respond { _, _ in core.healthResponse() })
         let metrics = metricsSource
         router.add("GET", "/metrics", .respond { _, _ in
             var response = HTTPResponse(status: .ok, body: Array(metrics.render().utf8))

@@ -42,7 +42,7 @@ enum REST {
         case .illegalTransition, .insufficientStock: .conflict
         case .notANumber: .conflict
         case .tooLarge: .payloadTooLarge
-        case .storageFailed, .shuttingDown: .serviceUnavailable
+        case .storageFailed, .shuttingDown, .unavailable: .serviceUnavailable
         case .resnapshot: HTTPStatus(410, "Gone")
         case .unauthorized: .unauthorized
         case .forbidden, .originNotAllowed, .hostNotAllowed: .forbidden
@@ -61,7 +61,9 @@ enum REST {
         var writer = MessageWriter()
         writer.value("error", error.json)
         var response = HTTPResponse.json(status(for: error, ifMatch: ifMatch), writer.finish())
-        if error.code == .storageFailed { response.headers.set("Retry-After", String(storageRetryAfterSeconds)) }
+        if error.code == .storageFailed || error.code == .unavailable {
+            response.headers.set("Retry-After", String(storageRetryAfterSeconds))
+        }
         return response
     }
 

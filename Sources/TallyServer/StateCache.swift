@@ -57,16 +57,35 @@ final class StateCache: EngineState {
 
     // MARK: EngineState
 
+    /// A store shared with other hubs holds their commits before the core
+    /// has applied them. While the core answers a read, it sets this: a
+    /// state loaded with a newer seq than the core has applied is handed to
+    /// it, and when it returns true it has caught up (the entry is in the
+    /// cache as of that seq), so the read sees what the hub's pushes will
+    /// have said, never ahead of them.
+    var readsAhead: ((Int64) -> Bool)?
+    /// The highest seq of a state loaded from the store (a write may load
+    /// one ahead of the core; see HubCore+SharedStore.swift).
+    private(set) var newestLoadedSeq: Int64 = 0
+
     func record(_ name: String) throws(ProtocolError) -> RecordState? {
         let key = ByteKey(name)
         if let entry = records[key] { return entry.state }
         let state = try Self.load(record: name, from: reader)
+        if let state {
+            newestLoadedSeq = max(newestLoadedSeq, state.seq)
+            if let readsAhead, readsAhead(state.seq), let entry = records[key] { return entry.state }
+        }
         put(key, Entry(state: state, pinnedSeq: 0, bytes: Self.footprint(key, state)))
         cleanOrder.append((key, false))
         return state
     }
 
     func list(_ name: String) throws(ProtocolError) -> ListState? {
+        try list(name, catchingUp: true)
+    }
+
+    private func list(_ name: String, catchingUp: Bool) throws(ProtocolError) -> ListState? {
         let key = ByteKey(name)
         if let entry = lists[key] { return entry.state }
         let stored: StoredList?
@@ -77,6 +96,11 @@ final class StateCache: EngineState {
             if stored != nil { lastKey = try reader.listEntries(name, descending: true, after: nil).next()?.key }
         } catch {
             throw .storage(error)
+        }
+        if let stored {
+            newestLoadedSeq = max(newestLoadedSeq, stored.seq)
+            // Caught up, the list's row is read again: once, taking what it is then.
+            if catchingUp, let readsAhead, readsAhead(stored.seq) { return try list(name, catchingUp: false) }
         }
         let state = stored.map { ListState(stored: $0, lastKey: lastKey) }
         put(key, Entry(state: state, pinnedSeq: 0, bytes: Self.footprint(key, state)))
@@ -195,6 +219,33 @@ final class StateCache: EngineState {
         pinned.append((change.seq, change.name, change.isList))
     }
 
+    /// Makes a committed record change of another hub the current state
+    /// (a shared store; HubCore+SharedStore.swift): clean at once, since
+    /// nothing of this hub is uncommitted while it catches up.
+    func applyCommitted(_ change: Change) {
+        guard case .record(_, let after, _) = change.target else { return }
+        let key = ByteKey(change.name)
+        put(key, Entry(state: after, pinnedSeq: 0, bytes: Self.footprint(key, after)))
+        cleanOrder.append((key, false))
+        evictIfNeeded()
+    }
+
+    /// Forgets a list's row (another hub changed it): read again from the
+    /// store on its next use. Only while nothing of it is uncommitted.
+    func forgetList(_ name: String) {
+        let key = ByteKey(name)
+        if lists[key]?.pinnedSeq == 0 { removeList(key) }
+    }
+
+    /// Forgets every clean entry (the hub lost track of its store's
+    /// changes); pinned ones stay.
+    func dropAll() {
+        for (key, entry) in records where entry.pinnedSeq == 0 { removeRecord(key) }
+        for (key, entry) in lists where entry.pinnedSeq == 0 { removeList(key) }
+        cleanOrder.removeAll()
+        cleanHead = 0
+    }
+
     /// Everything up to `seq` is committed: those entries may be evicted now.
     func committed(through seq: Int64) {
         var editedLists = Set<ByteKey>()
@@ -310,7 +361,10 @@ final class StateCache: EngineState {
 
 extension ProtocolError {
     static func storage(_ error: StoreError) -> ProtocolError {
-        ProtocolError(.storageFailed, "the store could not be read: \(error)")
+        if error.isUnreachable {
+            return ProtocolError(.unavailable, "the hub cannot reach its database (PostgreSQL) to read this: retry")
+        }
+        return ProtocolError(.storageFailed, "the store could not be read: \(error)")
     }
 }
 

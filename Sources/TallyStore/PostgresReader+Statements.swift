@@ -58,6 +58,9 @@ extension PostgresReader {
         static let changesAfter = PostgresStatement("read changes", """
             SELECT seq, time, kind, name, message FROM tally_changes WHERE seq > $1 ORDER BY seq LIMIT $2
             """, parameters: [.int8, .int8])
+        static let changesWithPriors = PostgresStatement("read changes to apply", """
+            SELECT seq, time, kind, name, message, prior FROM tally_changes WHERE seq > $1 ORDER BY seq LIMIT $2
+            """, parameters: [.int8, .int8])
         static let changesOfEntity = PostgresStatement("read entity changes", """
             SELECT seq, time, kind, name, message FROM tally_changes
             WHERE kind = $1 AND name = $2 AND seq > $3 ORDER BY seq LIMIT $4

@@ -10,7 +10,7 @@ import TallyProtocol
 /// Isolation" in the PostgreSQL manual). Reads that must agree with each
 /// other (a rank and which keys are held; the state's head and counts) are
 /// one statement with subqueries, which share one snapshot.
-final class PostgresReader: StoreReading {
+final class PostgresReader: SharedStoreReading {
     let connection: PostgresConnection
 
     init(url: String) throws(StoreError) {
@@ -128,6 +128,22 @@ final class PostgresReader: StoreReading {
     func changes(after: Int64, limit: Int) throws(StoreError) -> [StoredChange] {
         guard limit > 0 else { return [] }
         return try readChanges(rows(Statements.changesAfter, [.int8(after), .int8(Int64(limit))]))
+    }
+
+    func changesWithPriors(after: Int64, limit: Int) throws(StoreError) -> [StoredChange] {
+        guard limit > 0 else { return [] }
+        let result = try rows(Statements.changesWithPriors, [.int8(after), .int8(Int64(limit))])
+        var changes = try readChanges(result)
+        for index in changes.indices {
+            let bytes = try read { () throws(PostgresError) in result[index].isNull(5) ? nil : try result[index].bytes(5) }
+            guard let bytes else { continue }
+            guard let prior = StoredRecord(name: changes[index].name, priorBytes: bytes) else {
+                throw StoreError(code: SQLITE_CORRUPT, message: "a prior record of \(bytes.count) bytes at seq \(changes[index].seq)",
+                                 operation: result.operation)
+            }
+            changes[index].prior = prior
+        }
+        return changes
     }
 
     func changes(after: Int64, kind: EntityKind, name: String, limit: Int) throws(StoreError) -> [StoredChange] {

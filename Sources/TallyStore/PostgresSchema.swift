@@ -105,6 +105,13 @@ enum PostgresSchema {
                   FROM tally_list_entries) numbered
             WHERE (rn - 1) % 1024 = 0;
             """),
+        // Several hubs on one database: a hub that did not make a change
+        // replays it against the record as it was (SharedStore.swift), and
+        // may never have read that record. NULL: a list change, a record
+        // created, or a change logged before this version.
+        Migration(version: 3, summary: "each record change keeps the record it changed", sql: """
+            ALTER TABLE tally_changes ADD COLUMN prior bytea;
+            """),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

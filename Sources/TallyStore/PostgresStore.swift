@@ -7,17 +7,21 @@ import TallyPostgres
 /// transaction per group, the head row moved and checked in it, one NOTIFY
 /// per group), and readers with their own connections.
 ///
-/// For one hub per database so far: the head row makes a second writer's
-/// group fail (`StoreError.isHeadMoved`) instead of interleaving seqs, but
-/// catching up on another hub's changes is a later step. Does not commit
+/// Several hubs may share one database (`SharedStore`): the head row makes
+/// a group built on a head another hub has moved fail
+/// (`StoreError.isHeadMoved`) instead of interleaving seqs, a watcher
+/// thread hears of every hub's commits, and the log keeps each record
+/// change's prior state for the hubs that catch up on it. Does not commit
 /// in place (`InPlaceCommitting`): a commit costs server round trips, which
 /// an event loop should not wait for, so every unit goes to the writer.
-public final class PostgresStore: Store {
+public final class PostgresStore: SharedStore {
     /// The server, as given (it may hold a password: never log it; use
     /// `PostgresURL`'s description).
     let url: String
     let committer: GroupCommitter
     let diagnostics: LockedValueBox<StoreDiagnostics>
+    /// Started by `watchHead`, stopped by `close`.
+    private let watcher: PostgresHeadWatcher
 
     /// Connects to `url` (`postgres://USER@HOST:PORT/DB`), brings the schema
     /// up to date (creating it in an empty database) and reads the head.
@@ -47,9 +51,11 @@ public final class PostgresStore: Store {
         let writer = try PostgresWriter(connection: connection, diagnostics: diagnostics, retention: retention,
                                         clock: clock, hooks: hooks)
         committer = GroupCommitter(backend: writer, lending: hooks.lending ?? .standard)
+        watcher = try PostgresHeadWatcher(url: url)
     }
 
     deinit {
+        watcher.stop()
         committer.close()
     }
 
@@ -88,7 +94,16 @@ public final class PostgresStore: Store {
         diagnostics.withLock { $0.health }
     }
 
+    public func watchHead(_ onReading: @escaping @Sendable (HeadReading) -> Void) {
+        watcher.start(onReading)
+    }
+
+    public var lastHeadReading: HeadReading? {
+        watcher.latest.withLock { $0 }
+    }
+
     public func close() {
+        watcher.stop()
         committer.close()
     }
 }

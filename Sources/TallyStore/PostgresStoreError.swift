@@ -1,3 +1,4 @@
+@preconcurrency import Glibc
 import CSQLite
 import TallyPostgres
 
@@ -24,6 +25,12 @@ extension StoreError {
                    operation: "move head")
     }
 
+    /// The store's server could not be reached (a PostgreSQL connection
+    /// that failed or broke): nothing about the data is wrong, and the same
+    /// request may succeed once the server is back. Marked by ENOTCONN
+    /// under SQLite's I/O error code, the errno of "not connected".
+    public var isUnreachable: Bool { primaryCode == SQLITE_IOERR && systemErrno == ENOTCONN }
+
     /// A PostgreSQL failure with the SQLite code of the same meaning; the
     /// message keeps the SQLSTATE and the server's detail.
     init(_ error: PostgresError) {
@@ -48,6 +55,7 @@ extension StoreError {
         if let state = error.sqlState { message += " (SQLSTATE \(state))" }
         if let detail = error.detail { message += ": \(detail)" }
         if error.commitOutcomeUnknown { message += "; the commit's outcome is unknown" }
-        self.init(code: code, message: message, operation: error.operation)
+        self.init(code: code, message: message, operation: error.operation,
+                  systemErrno: error.isConnectionLost ? ENOTCONN : 0)
     }
 }

@@ -3,16 +3,20 @@ import TallyPostgres
 /// Retention on the PostgreSQL write connection: the same bounded steps as
 /// SQLite's (`SQLiteWriter+Retention`), each in its own transaction, the
 /// floor moved in the transaction that deletes below it.
+///
+/// Several hubs on one database each run retention: a step starts by
+/// locking the meta row and reading what the log holds now (other hubs'
+/// groups moved the counts), so two hubs never prune at once and each
+/// decides from the counts as they are.
 extension PostgresWriter {
     var maintenanceDue: Bool {
         policy.isDue(changeCount: Int(clamping: meta.changeCount), changeBytes: Int(clamping: meta.changeBytes))
     }
 
     func maintain() -> Bool {
-        guard let step = policy.nextStep(changeCount: Int(clamping: meta.changeCount),
-                                         changeBytes: Int(clamping: meta.changeBytes)) else { return false }
-        let (countExcess, byteExcess, cutoffs) = (step.countExcess, step.byteExcess, step.cutoffs)
-        var more = step.needsMoreSteps
+        guard maintenanceDue else { return false }
+        var more = false
+        var current = meta
         var next = meta
         var prunedIdempotency = 0
         var prunedChanges = 0
@@ -20,7 +24,20 @@ extension PostgresWriter {
         do throws(PostgresError) {
             if !c.isConnected { try c.reconnect() }
             try c.execute(script: "BEGIN")
-            var through = meta.floor
+            let row = try c.execute(Statements.lockMeta).firstRow()
+            current.floor = try row.int64(0)
+            current.changeCount = try row.int64(1)
+            current.changeBytes = try row.int64(2)
+            next = current
+            guard let step = policy.nextStep(changeCount: Int(clamping: current.changeCount),
+                                             changeBytes: Int(clamping: current.changeBytes)) else {
+                try c.execute(script: "ROLLBACK")
+                meta = current
+                return false
+            }
+            let (countExcess, byteExcess, cutoffs) = (step.countExcess, step.byteExcess, step.cutoffs)
+            more = step.needsMoreSteps
+            var through = current.floor
             if countExcess > 0 {
                 let rows = try c.execute(Statements.changeSeqAtOffset, [.int8(Int64(countExcess - 1))])
                 if let row = rows.first {
@@ -67,14 +84,14 @@ extension PostgresWriter {
                     policy.checkAgeAgainSoon()
                 }
             }
-            if through > meta.floor {
+            if through > current.floor {
                 let prunedBytes = try c.execute(Statements.bytesThrough, [.int8(through)]).firstRow().int64(0)
                 prunedChanges = try c.execute(Statements.deleteChangesThrough, [.int8(through)]).affectedRows
                 next.changeCount -= Int64(prunedChanges)
                 next.changeBytes -= prunedBytes
                 next.floor = through
             }
-            if next != meta {
+            if next != current {
                 try c.execute(Statements.writeMeta, [.int8(next.floor), .int8(next.changeCount), .int8(next.changeBytes)])
             }
             let result = try c.query("COMMIT")

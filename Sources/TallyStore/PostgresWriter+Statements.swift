@@ -10,16 +10,31 @@ extension PostgresWriter {
         // Data-modifying WITH clauses all run, once, whether the outer SELECT
         // reads them or not; a plain SELECT in WITH runs only if read, hence
         // the count over `notified`.
+        // The head row locked at the start of a group, so that a group
+        // built on a head another hub has moved fails before any of its
+        // statements run, and groups of several hubs wait for each other
+        // instead of failing on each other's rows (ARCHITECTURE.md,
+        // "Several hubs on one database").
+        static let lockHead = PostgresStatement("lock head", "SELECT seq FROM tally_head FOR UPDATE")
+        // Data-modifying WITH clauses all run, once, whether the outer SELECT
+        // reads them or not; a plain SELECT in WITH runs only if read, hence
+        // the count over `notified`. The meta row comes back as it is after
+        // the group: other hubs move its counts too.
         static let recordGroup = PostgresStatement("record the group", """
             WITH head AS (UPDATE tally_head SET seq = $1 WHERE seq = $2 RETURNING seq),
-            added AS (INSERT INTO tally_changes(seq, time, kind, name, message)
-                      SELECT * FROM unnest($3::int8[], $4::int8[], $5::int8[], $6::bytea[], $7::bytea[])),
+            added AS (INSERT INTO tally_changes(seq, time, kind, name, message, prior)
+                      SELECT s, t, k, n, m, nullif(p, ''::bytea)
+                      FROM unnest($3::int8[], $4::int8[], $5::int8[], $6::bytea[], $7::bytea[], $12::bytea[])
+                           AS u(s, t, k, n, m, p)),
             counted AS (UPDATE tally_meta SET change_count = change_count + $8, change_bytes = change_bytes + $9
-                        WHERE $8 <> 0 AND EXISTS (SELECT 1 FROM head)),
+                        WHERE EXISTS (SELECT 1 FROM head)
+                        RETURNING floor_seq, change_count, change_bytes),
             notified AS (SELECT pg_notify($11, $1::text) WHERE $10 AND EXISTS (SELECT 1 FROM head))
-            SELECT (SELECT count(*) FROM head), (SELECT count(*) FROM notified)
+            SELECT (SELECT count(*) FROM head), (SELECT count(*) FROM notified),
+                   (SELECT floor_seq FROM counted), (SELECT change_count FROM counted),
+                   (SELECT change_bytes FROM counted)
             """, parameters: [.int8, .int8, .int8Array, .int8Array, .int8Array, .byteaArray, .byteaArray,
-                              .int8, .int8, .bool, .text])
+                              .int8, .int8, .bool, .text, .byteaArray])
         static let upsertRecord = PostgresStatement("put record", """
             INSERT INTO tally_records(name, version, seq, created, updated, data) VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT(name) DO UPDATE SET version = excluded.version, seq = excluded.seq,
@@ -35,8 +50,12 @@ extension PostgresWriter {
         static let deleteList = PostgresStatement("delete list", "DELETE FROM tally_lists WHERE name = $1",
                                                   parameters: [.bytea])
         static let insertChange = PostgresStatement("insert change", """
-            INSERT INTO tally_changes(seq, time, kind, name, message) VALUES ($1, $2, $3, $4, $5)
-            """, parameters: [.int8, .int8, .int8, .bytea, .bytea])
+            INSERT INTO tally_changes(seq, time, kind, name, message, prior) VALUES ($1, $2, $3, $4, $5, $6)
+            """, parameters: [.int8, .int8, .int8, .bytea, .bytea, .bytea])
+        // After a session lost at COMMIT: did the group's last change land?
+        static let changeMessage = PostgresStatement("read change",
+                                                     "SELECT message FROM tally_changes WHERE seq = $1",
+                                                     parameters: [.int8])
         static let upsertIdempotency = PostgresStatement("put idempotency", """
             INSERT INTO tally_idempotency(key, seq, time, response) VALUES ($1, $2, $3, $4)
             ON CONFLICT(key) DO UPDATE SET seq = excluded.seq, time = excluded.time, response = excluded.response
@@ -78,6 +97,11 @@ extension PostgresWriter {
             DELETE FROM tally_idempotency WHERE key IN
                 (SELECT key FROM tally_idempotency WHERE time < $1 ORDER BY time LIMIT $2)
             """, parameters: [.int8, .int8])
+        // Every hub's writer prunes: the meta row, locked first, says how
+        // much the log holds now, and keeps two hubs from pruning at once.
+        static let lockMeta = PostgresStatement("lock meta", """
+            SELECT floor_seq, change_count, change_bytes FROM tally_meta FOR UPDATE
+            """)
         static let writeMeta = PostgresStatement("write meta", """
             UPDATE tally_meta SET floor_seq = $1, change_count = $2, change_bytes = $3
             """, parameters: [.int8, .int8, .int8])

@@ -15,14 +15,19 @@ import TallyProtocol
 ///
 /// # The head row
 ///
-/// Every group moves `tally_head` from the head this writer last committed:
-/// `UPDATE tally_head SET seq = $last WHERE seq = $expected`. The UPDATE
-/// locks the row until COMMIT, so group commits of several writers on one
-/// database are serialised in the order they reach it, and their seqs are
-/// numbered in commit order (a sequence's `nextval` would not be: its
-/// values are taken before commit). No row updated means another writer
-/// committed first: the group is rolled back and fails with
-/// `StoreError.isHeadMoved`, naming both heads.
+/// A group starts by locking `tally_head` (`SELECT … FOR UPDATE`) and
+/// checking it against the head its seqs follow: the first change's seq
+/// minus one (the hub numbered them after the last change it knew of, its
+/// own or another hub's), or the head this writer last committed for a
+/// group without changes. The lock holds to COMMIT, so group commits of
+/// several hubs on one database wait for each other in the order they
+/// reach the row, and seqs are numbered in commit order (a sequence's
+/// `nextval` would not be: its values are taken before commit). A head
+/// that is not the expected one means another hub committed first: the
+/// group is rolled back before any of its statements ran and fails with
+/// `StoreError.isHeadMoved`, naming both heads; the hub catches up and
+/// numbers its work again. The group's last statement moves the row with
+/// `UPDATE tally_head SET seq = $last WHERE seq = $expected`.
 final class PostgresWriter: CommitBackend {
     /// The NOTIFY channel; the payload is the group's last seq.
     static let channel = "tally_changes"
@@ -36,8 +41,15 @@ final class PostgresWriter: CommitBackend {
     private let listWrites: PostgresListWrites
     var policy: RetentionPolicy
     var meta: SQLiteWriter.Meta
-    /// The group whose COMMIT is on its way, while it is (see `recover`).
-    private var commitSent: SQLiteWriter.Meta?
+    /// The group whose COMMIT is on its way, while it is (see `recover`):
+    /// the head it moved from, the meta after it, and its last change.
+    private var commitSent: SentGroup?
+
+    private struct SentGroup {
+        var expected: Int64
+        var next: SQLiteWriter.Meta
+        var lastChange: StoredChange?
+    }
 
     init(connection: PostgresConnection, diagnostics: LockedValueBox<StoreDiagnostics>,
          retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) throws(StoreError) {
@@ -121,17 +133,25 @@ final class PostgresWriter: CommitBackend {
     }
 
     /// After a lost connection: reconnect, and find out whether a group
-    /// whose COMMIT was sent committed.
-    private func recover(sent: SQLiteWriter.Meta?) -> Recovery {
+    /// whose COMMIT was sent committed. Its last change in the log, byte for
+    /// byte, says so even when other hubs have committed since; a group
+    /// without changes is known only while the head is where it left it.
+    private func recover(sent: SentGroup?) -> Recovery {
         do throws(PostgresError) {
             try connection.reconnect()
             guard let sent else { return .retry }
-            let head = try connection.execute(Statements.readHead).firstRow().int64(0)
-            if sent.head != meta.head && head == sent.head {
-                meta = sent
-                return .committed(lastSeq: head)
+            if let last = sent.lastChange {
+                let rows = try connection.execute(Statements.changeMessage, [.int8(last.seq)])
+                if let row = rows.first, try row.bytes(0) == last.message {
+                    meta = sent.next
+                    return .committed(lastSeq: last.seq)
+                }
+                let head = try connection.execute(Statements.readHead).firstRow().int64(0)
+                if head == sent.expected { return .retry }
+                return .failed(.headMoved(found: head, expected: sent.expected))
             }
-            if head == meta.head && sent.head != meta.head { return .retry }
+            let head = try connection.execute(Statements.readHead).firstRow().int64(0)
+            if head == sent.expected { return .retry }
             return .failed(StoreError(code: SQLITE_IOERR,
                                       message: "the connection was lost at COMMIT and the head (\(head)) does not tell whether the group committed",
                                       operation: "commit"))
@@ -150,12 +170,22 @@ final class PostgresWriter: CommitBackend {
                 return .failed(unitIndex: nil, StoreError(error))
             }
         }
+        // The head the group's seqs follow: the hub numbered them after
+        // the last change it knows of, its own or another hub's.
+        var base = meta
+        if let first = units.lazy.compactMap({ $0.changes.first?.seq }).first { base.head = first - 1 }
         do throws(PostgresError) {
             try connection.execute(script: "BEGIN")
+            let found = try connection.execute(Statements.lockHead).firstRow().int64(0)
+            guard found == base.head else {
+                rollBack()
+                return .failed(unitIndex: nil, .headMoved(found: found, expected: base.head))
+            }
         } catch {
+            rollBack()
             return .failed(unitIndex: nil, StoreError(error))
         }
-        var next = meta
+        var next = base
         var changes = ChangeColumns()
         for index in units.indices {
             do throws(StoreError) {
@@ -166,10 +196,11 @@ final class PostgresWriter: CommitBackend {
             }
         }
         do throws(StoreError) {
-            try record(changes, from: meta, to: next)
+            try record(changes, from: base, to: &next)
             if let hook = hooks.beforeCommit { hook(units.map(\.token)) }
             if let error = hooks.failCommit?(units.map(\.token)) { throw error }
-            commitSent = next
+            commitSent = SentGroup(expected: base.head, next: next,
+                                   lastChange: units.last(where: { !$0.changes.isEmpty })?.changes.last)
             try run { () throws(PostgresError) in
                 let result = try connection.query("COMMIT")
                 guard result.commandStatus == "COMMIT" else {
@@ -193,32 +224,41 @@ final class PostgresWriter: CommitBackend {
         var kinds: [Int64] = []
         var names: [[UInt8]] = []
         var messages: [[UInt8]] = []
+        /// `StoredRecord.priorBytes`, empty for none.
+        var priors: [[UInt8]] = []
     }
 
     /// One statement ends every group: it moves the head row from the head
-    /// this writer last committed, inserts the changes gathered, counts them
-    /// in the meta row and notifies — one round trip instead of one per
-    /// change. The head row is moved even when the group adds no change:
-    /// the lock and the check order every group against other writers'.
+    /// the group follows, inserts the changes gathered, counts them in the
+    /// meta row and notifies — one round trip instead of one per change.
+    /// The head row is moved even when the group adds no change. `next`
+    /// takes the meta row's counts as they are after the group (other
+    /// hubs' groups and pruning move them too).
     private func record(_ changes: ChangeColumns, from current: SQLiteWriter.Meta,
-                        to next: SQLiteWriter.Meta) throws(StoreError) {
+                        to next: inout SQLiteWriter.Meta) throws(StoreError) {
         // A notification only for a group that added changes, delivered at
         // COMMIT ("if a NOTIFY is executed inside a transaction, the notify
         // events are not delivered until and unless the transaction is committed").
-        let moved = try run { () throws(PostgresError) in
+        let row = try run { () throws(PostgresError) in
             try connection.execute(Statements.recordGroup, [
                 .int8(next.head), .int8(current.head),
                 .int8Array(changes.seqs), .int8Array(changes.times), .int8Array(changes.kinds),
                 .byteaArray(changes.names), .byteaArray(changes.messages),
                 .int8(next.changeCount - current.changeCount), .int8(next.changeBytes - current.changeBytes),
-                .bool(next.head != current.head), .text(Self.channel),
-            ]).firstRow().int64(0)
+                .bool(next.head != current.head), .text(Self.channel), .byteaArray(changes.priors),
+            ]).firstRow()
         }
+        let moved = try run { () throws(PostgresError) in try row.int64(0) }
         guard moved == 1 else {
             let found = try run { () throws(PostgresError) in
                 try connection.execute(Statements.readHead).firstRow().int64(0)
             }
             throw StoreError.headMoved(found: found, expected: current.head)
+        }
+        try run { () throws(PostgresError) in
+            next.floor = try row.int64(2)
+            next.changeCount = try row.int64(3)
+            next.changeBytes = try row.int64(4)
         }
     }
 
@@ -270,11 +310,13 @@ final class PostgresWriter: CommitBackend {
                 changes.kinds.append(change.kind.storedValue)
                 changes.names.append(Array(change.name.utf8))
                 changes.messages.append(change.message)
+                changes.priors.append(change.prior?.priorBytes ?? [])
             } else {
                 try run { () throws(PostgresError) in
                     try c.execute(Statements.insertChange, [.int8(change.seq), .int8(change.time),
                                                             .int8(change.kind.storedValue),
-                                                            .bytea(Array(change.name.utf8)), .bytea(change.message)])
+                                                            .bytea(Array(change.name.utf8)), .bytea(change.message),
+                                                            PostgresValue(bytes: change.prior?.priorBytes)])
                 }
             }
             next.head = max(next.head, change.seq)

@@ -16,12 +16,20 @@ public struct StoredChange: Sendable, Equatable {
     public var name: String
     /// The exact push message JSON, replayed byte for byte.
     public var message: [UInt8]
+    /// A record change's record as it was before the change (nil: it did
+    /// not exist, or a list change). Only a store that several hubs share
+    /// keeps it (`SharedStore`): another hub replays the change against it
+    /// to learn what the change did to path subscriptions, live queries and
+    /// workflow stats, whether or not it holds the record.
+    public var prior: StoredRecord?
 
-    public init(seq: Int64, time: Int64, kind: EntityKind, name: String, message: [UInt8]) {
+    public init(seq: Int64, time: Int64, kind: EntityKind, name: String, message: [UInt8],
+                prior: StoredRecord? = nil) {
         self.seq = seq
         self.time = time
         self.kind = kind
         self.name = name
         self.message = message
+        self.prior = prior
     }
 }

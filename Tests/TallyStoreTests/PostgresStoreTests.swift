@@ -186,7 +186,10 @@ import Testing
             INSERT INTO tally_list_entries(list, pos, entry)
             SELECT $1, p, convert_to('e' || ordinality, 'UTF8') FROM unnest($2::bytea[]) WITH ORDINALITY AS t(p, ordinality)
             """, [list, .byteaArray(keys.map(\.bytes))])
-        try admin.execute(script: "DROP TABLE tally_list_blocks; UPDATE tally_schema SET version = 1")
+        // Back to schema 1: what migrations 2 and 3 added goes.
+        try admin.execute(script: """
+            DROP TABLE tally_list_blocks; ALTER TABLE tally_changes DROP COLUMN prior; UPDATE tally_schema SET version = 1
+            """)
 
         let store = try PostgresStore(url: url)
         defer { store.close() }

@@ -1,0 +1,295 @@
+import TallyConcurrency
+import TallyEngine
+import TallyNet
+import TallyProtocol
+import TallyStore
+
+/// Several hubs on one store (`SharedStore`: PostgreSQL). Each hub's core
+/// applies its writes before they commit, numbering their changes after the
+/// last change it knows of, as a lone hub does; the store's group commit
+/// checks that number against the global head and refuses a group that
+/// another hub's commit got ahead of (`StoreError.isHeadMoved`). Then:
+///
+/// 1. **Roll back without answering.** Everything past the committed seq
+///    goes, as after a failed commit (HubCore+StorageFaults.swift), except
+///    that the writes whose answers waited for it are kept to run again
+///    (`rerunnable`), and nobody hears of the dropped state: their replies
+///    and pushes are dropped unsent. The workflow stats are moved back by
+///    the inverse of each dropped write's delta (`statsUndo`).
+/// 2. **Catch up** (`catchUp`): read the other hubs' changes after the
+///    committed seq, each with the record it changed (`prior`), apply each
+///    to the cache and the workflow stats, and push it to this hub's
+///    subscribers exactly as it was pushed where it was made (the same bytes).
+/// 3. **Run the writes again**, in their order, on the new state: a version
+///    check now sees the other hub's write (a race on one record ends in
+///    `conflict` for one side), stock never goes below zero, and an
+///    idempotency key the other hub committed is answered from the store.
+///
+/// A write's answer and pushes therefore always wait for a commit while
+/// other writes are in flight (`holdFloor`), so that they can be taken back.
+/// Everything else — reads, hellos, subscribes, events — waits (`parked`)
+/// until no write is in flight: it answers from committed state only, and
+/// replies leave in request order. A hub alone on its store loses nothing
+/// to this but the wait of a read behind a write.
+///
+/// Commits of other hubs while this one is idle arrive through the store's
+/// watch (`headAdvanced`), and a client that resumes from a seq this hub
+/// has not applied yet makes it catch up first (`catchUpIfBehind`).
+extension HubCore {
+    /// Most changes read from the store at once while catching up.
+    static let catchUpPage = 1_000
+
+    /// Starts the store's watch of the global head; each new head reaches
+    /// the core as `.headAdvanced`.
+    func watchSharedHead(_ shared: any SharedStore) {
+        let runner = self.runner
+        let metrics = self.metrics
+        let posted = LockedValueBox<Int64>(0)
+        shared.watchHead { reading in
+            metrics.storeReading(reading)
+            guard let head = reading.head else { return }
+            let isNew = posted.withLock { posted in
+                defer { posted = max(posted, head) }
+                return head > posted
+            }
+            if isNew { runner.post(.headAdvanced(head)) }
+        }
+    }
+
+    // MARK: Parking and rerunning
+
+    /// Whether `input` must wait for the writes in flight (see above).
+    func mustPark(_ input: Input) -> Bool {
+        switch input {
+        case .committed, .headAdvanced, .open, .close: return false
+        default:
+            if !parked.isEmpty { return true }
+            return headSeq > committedSeq && !input.isWrite
+        }
+    }
+
+    /// Takes parked inputs in order while nothing is in flight (writes go
+    /// on regardless, and put a write in flight themselves).
+    func unpark() -> (@Sendable () -> Void)? {
+        var stopped: (@Sendable () -> Void)?
+        var taken = 0
+        while taken < parked.count {
+            let input = parked[taken]
+            if headSeq > committedSeq, !input.isWrite { break }
+            taken += 1
+            if let done = take(input) { stopped = done }
+        }
+        parked.removeFirst(taken)
+        return stopped
+    }
+
+    /// Runs a write so that it can be run again: with writes in flight its
+    /// outputs wait for a commit (`holdFloor`), and while its answer waits
+    /// it is kept in `rerunnable`.
+    func rerunnably(_ input: Input, _ body: () -> Void) {
+        holdFloor = headSeq > committedSeq ? committedSeq + 1 : 0
+        body()
+        holdFloor = 0
+        if headSeq > committedSeq { rerunnable.append((headSeq, input)) }
+    }
+
+    /// A commit succeeded: forget what would undo it, and catch up when
+    /// another hub has gone further and nothing is in flight here.
+    func sharedCommitted() {
+        let done = rerunnable.prefix { $0.seq <= committedSeq }.count
+        rerunnable.removeFirst(done)
+        let undone = statsUndo.prefix { $0.seq <= committedSeq }.count
+        statsUndo.removeFirst(undone)
+        if knownHead > committedSeq, headSeq == committedSeq { catchUpOrLog() }
+    }
+
+    /// The store says the global head is `head`.
+    func headAdvanced(to head: Int64) {
+        knownHead = max(knownHead, head)
+        guard knownHead > committedSeq, headSeq == committedSeq else { return }
+        catchUpOrLog()
+    }
+
+    /// A client resumes from `since`, which this hub may not have applied
+    /// yet (it saw it on another hub): catch up first, so that it gets the
+    /// changes it missed instead of a snapshot.
+    func catchUpIfBehind(since: Int64?) {
+        guard shared != nil, let since, since > committedSeq, headSeq == committedSeq else { return }
+        catchUpOrLog()
+    }
+
+    /// Another hub committed before the group of this hub that failed (see
+    /// the extension's comment).
+    func headMoved(_ error: StoreError) {
+        metrics.headMoves.add(1, ordering: .relaxed)
+        let inputs = rerunnable.map(\.input)
+        rerunnable.removeAll()
+        rollBackToCommitted(answering: nil)
+        do {
+            try catchUp()
+        } catch {
+            // The store cannot be read: the writes cannot be checked against
+            // what it holds, so they are refused as a failed commit's are.
+            store.resumeAfterFailure()
+            logger.error("store.catch_up_failed", ["error": error.message, "committed_seq": String(committedSeq)])
+            for input in inputs { refuse(input, error) }
+            return
+        }
+        store.resumeAfterFailure()
+        metrics.reruns.add(inputs.count, ordering: .relaxed)
+        for input in inputs { _ = take(input) }
+    }
+
+    /// Answers a write that could not be run again with `error`.
+    private func refuse(_ input: Input, _ error: ProtocolError) {
+        switch input {
+        case .request(let session, let request):
+            guard session.slot >= 0, !session.isClosed else { return }
+            answer(session, id: request.id, error: error)
+        case .rest(let call):
+            guard !call.responder.isCancelled else { return }
+            emit(.http(call.responder, REST.response(for: error)), after: 0)
+        case .system(_, _, _, let done):
+            done(.failure(error))
+        case .open, .refused, .close, .committed, .stop, .scan, .query, .headAdvanced:
+            break
+        }
+    }
+
+    /// Before a read with nothing in flight: catch up with what the store
+    /// is known to hold, and have the cache catch up on a state it loads
+    /// that is newer still (committed by another hub an instant ago).
+    func prepareSharedRead() {
+        if knownHead > committedSeq || cache.newestLoadedSeq > committedSeq { catchUpIfBehind(since: .max) }
+        cache.readsAhead = { [unowned self] seq in
+            guard seq > committedSeq, headSeq == committedSeq else { return false }
+            catchUpOrLog()
+            return committedSeq >= seq
+        }
+    }
+
+    // MARK: Catching up
+
+    private func catchUpOrLog() {
+        do {
+            try catchUp()
+        } catch {
+            logger.warning("store.catch_up_failed", ["error": error.message, "committed_seq": String(committedSeq)])
+        }
+    }
+
+    /// Applies every change committed after `committedSeq` by other hubs,
+    /// in seq order, page by page. Only while nothing is in flight here.
+    func catchUp() throws(ProtocolError) {
+        guard let reader = sharedReader else { return }
+        precondition(headSeq == committedSeq, "catching up with writes in flight")
+        while true {
+            let page: [StoredChange]
+            do { page = try reader.changesWithPriors(after: committedSeq, limit: Self.catchUpPage) } catch {
+                throw .storage(error)
+            }
+            guard let first = page.first else { break }
+            if first.seq != committedSeq + 1 {
+                // Retention pruned what this hub missed: it cannot tell what
+                // changed, so every client starts over from a snapshot.
+                try startOver(at: first.seq - 1)
+            }
+            for stored in page { try apply(stored) }
+            if page.count < Self.catchUpPage { break }
+        }
+        knownHead = max(knownHead, committedSeq)
+    }
+
+    /// One change another hub committed: into the cache and the stats,
+    /// out to the subscribers here.
+    private func apply(_ stored: StoredChange) throws(ProtocolError) {
+        switch stored.kind {
+        case .record:
+            guard case .object(let push)? = try? JSONValue.parse(stored.message, limits: .stored) else {
+                throw ProtocolError(.storageFailed, "the logged change \(stored.seq) is not a JSON object")
+            }
+            let prior = try stored.prior.map { prior throws(ProtocolError) in try RecordState(stored: prior) }
+            let change = try Change.replaying(push, message: stored.message, prior: prior)
+            cache.applyCommitted(change)
+            if let workflow = configuration.planner.workflows.workflow(for: change.name),
+               workflowStats[workflow.prefix] != nil,
+               case .record(let before, let after, _) = change.target {
+                workflowStats[workflow.prefix]?.apply(WorkflowStats.Delta(replacing: before, with: after, in: workflow))
+            }
+            advanceCommitted(to: stored.seq)
+            fanOut([change])
+        case .list:
+            cache.forgetList(stored.name)
+            advanceCommitted(to: stored.seq)
+            slotScratch.removeAll(keepingCapacity: true)
+            registry.subscribers(ofList: stored.name, into: &slotScratch)
+            if !slotScratch.isEmpty {
+                emit(.fanout(SharedFrame(.text, stored.message), slotScratch.compactMap { sessions[$0] }, isEvent: false),
+                     after: stored.seq)
+            }
+        }
+        metrics.caughtUpChanges.add(1, ordering: .relaxed)
+    }
+
+    private func advanceCommitted(to seq: Int64) {
+        committedSeq = seq
+        headSeq = seq
+        metrics.headSeq.store(Int(seq), ordering: .relaxed)
+        metrics.committedSeq.store(Int(seq), ordering: .relaxed)
+    }
+
+    /// The log no longer holds the changes after `committedSeq` (this hub
+    /// was away longer than retention keeps): forget every cached state and
+    /// stat, and close every connection with 1013 so that its client
+    /// resumes — from a snapshot, its seq being below the floor.
+    private func startOver(at seq: Int64) throws(ProtocolError) {
+        logger.warning("store.catch_up_gap", ["committed_seq": String(committedSeq), "next_retained": String(seq + 1)])
+        cache.dropAll()
+        workflowStats = [:]
+        statsUndo.removeAll()
+        for case let session? in sessions {
+            emit(.close(session, .tryAgainLater, "the hub fell behind its store: reconnect and resume"), after: 0)
+        }
+        advanceCommitted(to: seq)
+        rereadLimitedQueries()
+    }
+}
+
+extension HubCore.Input {
+    /// Reads records or lists for its answer (anything but a write and
+    /// the connection's own bookkeeping).
+    var readsState: Bool {
+        switch self {
+        case .request(_, let request): !request.operation.isWrite
+        case .rest(let call): !call.operation.isWrite
+        case .scan, .query: true
+        case .system, .open, .refused, .close, .committed, .stop, .headAdvanced: false
+        }
+    }
+
+    /// A write: run again when another hub's commit got in first.
+    var isWrite: Bool {
+        switch self {
+        case .request(_, let request): request.operation.isWrite
+        case .rest(let call): call.operation.isWrite
+        case .system: true
+        case .open, .refused, .close, .committed, .stop, .scan, .query, .headAdvanced: false
+        }
+    }
+}
+
+extension Operation {
+    var isWrite: Bool {
+        if case .write = self { return true }
+        return false
+    }
+}
+
+extension RESTCall.Operation {
+    var isWrite: Bool {
+        switch self {
+        case .writeRecord, .writeList, .advance: true
+        case .getRecord, .records, .getList, .changes, .publish, .resolve, .clients, .workflows: false
+        }
+    }
+}

@@ -1,0 +1,206 @@
+@preconcurrency import Glibc
+import Testing
+import TallyNet
+import TallyProtocol
+@testable import TallyServer
+import TallyStore
+import TallyTestSupport
+
+// Two hubs on one PostgreSQL database (HubCore+SharedStore.swift): each
+// accepts writes, numbers them after the last change it knows of, and
+// catches up on the other's commits. Checked against what one hub would
+// answer: one global order of seqs, versions as a single hub leaves them,
+// one winner per race, idempotency keys answered once.
+
+/// Two hubs sharing a fresh database of the test process's server.
+final class HubPair {
+    let a: HubFixture
+    let b: HubFixture
+
+    init(_ adjust: @escaping (inout HubConfiguration) -> Void = { _ in }) throws {
+        let url = try PostgresCluster.shared().createDatabase("pair")
+        a = try HubFixture(store: try PostgresStore(url: url), adjust)
+        do {
+            b = try HubFixture(store: try PostgresStore(url: url), adjust)
+        } catch {
+            a.close()
+            throw error
+        }
+    }
+
+    func close() {
+        a.close()
+        b.close()
+    }
+}
+
+func withHubPair<R>(_ adjust: @escaping (inout HubConfiguration) -> Void = { _ in },
+                    _ body: (HubPair) throws -> R) throws -> R {
+    let pair = try HubPair(adjust)
+    defer { pair.close() }
+    return try body(pair)
+}
+
+@Suite("Hubs sharing one PostgreSQL store", .serialized)
+struct SharedStoreHubTests {
+    @Test func aChangeOnOneHubReachesASubscriberOnTheOther() throws {
+        try withHubPair { pair in
+            let watcher = try pair.b.connect()
+            try watcher.ok(#"{"op":"subscribe","name":"jobs/1"}"#)
+            let writer = try pair.a.connect()
+            let reply = try writer.ok(#"{"op":"set","name":"jobs/1","data":{"stage":"new"}}"#)
+            let push = try watcher.push()
+            #expect(push["seq"] == reply["seq"])
+            #expect(push["data"] == ["stage": "new"])
+            // The other hub reads the record as the first wrote it.
+            let got = try watcher.ok(#"{"op":"get","name":"jobs/1"}"#)
+            #expect(got["version"] == 1)
+            #expect(got["data"] == ["stage": "new"])
+            try watcher.expectNothingPending()
+        }
+    }
+
+    @Test func writesAlternatingBetweenHubsGetOneSequenceAndOneVersionLine() throws {
+        try withHubPair { pair in
+            let onA = try pair.a.connect()
+            let onB = try pair.b.connect()
+            let watchA = try pair.a.connect()
+            let watchB = try pair.b.connect()
+            try watchA.ok(#"{"op":"subscribe","prefix":"n/"}"#)
+            try watchB.ok(#"{"op":"subscribe","prefix":"n/"}"#)
+            var seqs: [JSONValue?] = []
+            for round in 1...10 {
+                let client = round % 2 == 0 ? onA : onB
+                let reply = try client.ok(#"{"op":"increment","name":"n/counter","path":"n"}"#)
+                #expect(reply["version"] == .number(JSONNumber(Int64(round))), "round \(round): \(reply.text)")
+                #expect(reply["value"] == .number(JSONNumber(Int64(round))))
+                seqs.append(reply["seq"])
+            }
+            #expect(seqs == (1...10).map { .number(JSONNumber(Int64($0))) })
+            // Every subscriber on either hub sees every change once, in order.
+            for watcher in [watchA, watchB] {
+                var seen: [JSONValue?] = []
+                for _ in 1...10 { seen.append(try watcher.push()["seq"]) }
+                #expect(seen == seqs)
+                try watcher.expectNothingPending()
+            }
+        }
+    }
+
+    @Test func aVersionRaceBetweenHubsHasOneWinner() throws {
+        try withHubPair { pair in
+            let onA = try pair.a.connect()
+            let onB = try pair.b.connect()
+            try onA.ok(#"{"op":"set","name":"r","data":{"v":0}}"#)
+            // Make sure hub B has the record too, then race version 1 → 2.
+            _ = try onB.ok(#"{"op":"get","name":"r"}"#)
+            for round in 1...20 {
+                let base = round
+                onA.send(#"{"op":"set","name":"r","version":\#(base),"data":{"by":"a","round":\#(round)},"id":"a"}"#)
+                onB.send(#"{"op":"set","name":"r","version":\#(base),"data":{"by":"b","round":\#(round)},"id":"b"}"#)
+                let answers = [try onA.next(), try onB.next()]
+                let winners = answers.filter { $0["ok"] == true }
+                let conflicts = answers.filter { $0.errorCode == "conflict" }
+                #expect(winners.count == 1, "round \(round): \(answers.map(\.text))")
+                #expect(conflicts.count == 1, "round \(round): \(answers.map(\.text))")
+                #expect(winners.first?["version"] == .number(JSONNumber(Int64(base + 1))))
+            }
+            let final = try onB.ok(#"{"op":"get","name":"r"}"#)
+            #expect(final["version"] == 21)
+        }
+    }
+
+    @Test func anIdempotencyKeyRetriedOnTheOtherHubIsAnsweredOnce() throws {
+        try withHubPair { pair in
+            let onA = try pair.a.connect()
+            let onB = try pair.b.connect()
+            let first = try onA.ok(#"{"op":"increment","name":"k","path":"n","idem":"once"}"#)
+            let retry = try onB.ok(#"{"op":"increment","name":"k","path":"n","idem":"once"}"#)
+            #expect(retry["seq"] == first["seq"])
+            #expect(retry["value"] == 1)
+            let got = try onB.ok(#"{"op":"get","name":"k"}"#)
+            #expect(got["version"] == 1)
+            #expect(got["data"] == ["n": 1])
+        }
+    }
+
+    @Test func stockNeverGoesBelowZeroThroughTwoHubs() throws {
+        try withHubPair { pair in
+            let onA = try pair.a.connect()
+            let onB = try pair.b.connect()
+            try onA.ok(#"{"op":"set","name":"items/drill","data":{"name":"Drill","stock":3}}"#)
+            // Six issue orders of one each, three per hub, all delivered.
+            var orders: [(SyncClient, String)] = []
+            for index in 0..<6 {
+                let client = index % 2 == 0 ? onA : onB
+                let name = "orders/o\(index)"
+                try client.ok(#"{"op":"set","name":"\#(name)","data":{"item":"items/drill","qty":1,"kind":"issue"}}"#)
+                orders.append((client, name))
+            }
+            for (client, name) in orders {
+                for stage in ["in-progress", "ready"] {
+                    try client.ok(#"{"op":"advance","name":"\#(name)","to":"\#(stage)"}"#)
+                }
+            }
+            for (client, name) in orders {
+                client.send(#"{"op":"advance","name":"\#(name)","to":"delivered","id":"\#(name)"}"#)
+            }
+            var delivered = 0
+            var refused = 0
+            for (client, _) in orders {
+                let answer = try client.next()
+                if answer["ok"] == true { delivered += 1 } else if answer.errorCode == "insufficient_stock" { refused += 1 }
+            }
+            #expect(delivered == 3)
+            #expect(refused == 3)
+            let item = try onB.ok(#"{"op":"get","name":"items/drill"}"#)
+            #expect(item["data"]?.objectValue?["stock"] == 0)
+            // Both hubs' stats agree with a recount: 3 delivered, 3 ready.
+            for client in [onA, onB] {
+                let stats = try client.ok(#"{"op":"get","name":"stats/orders"}"#)
+                let counts = stats["data"]?.objectValue?["counts"]?.objectValue
+                #expect(counts?["delivered"] == 3, "\(stats.text)")
+                #expect(counts?["ready"] == 3, "\(stats.text)")
+            }
+        }
+    }
+
+    @Test func aClientResumesOnTheOtherHubFromWhatItSawOnTheFirst() throws {
+        try withHubPair { pair in
+            let onA = try pair.a.connect()
+            let subscribed = try onA.ok(#"{"op":"subscribe","name":"doc"}"#)
+            #expect(subscribed["seq"] == 0)
+            try onA.ok(#"{"op":"set","name":"doc","data":{"n":1}}"#)
+            let seen = try onA.push()["seq"]
+            try onA.ok(#"{"op":"set","name":"doc","data":{"n":2}}"#)
+            _ = try onA.push()
+            onA.close()
+            // Hub A goes on after the client lost it; the client resumes on B
+            // from the last seq it saw, at once: B may not have heard yet.
+            let writer = try pair.a.connect()
+            try writer.ok(#"{"op":"set","name":"doc","data":{"n":3}}"#)
+            let onB = try pair.b.connect()
+            let resumed = try onB.ok(#"{"op":"subscribe","name":"doc","since":\#(seen?.description ?? "0")}"#)
+            let changes = resumed["changes"]?.arrayValue ?? []
+            #expect(resumed["resnapshot"] == nil, "\(resumed.text)")
+            #expect(changes.map { $0.objectValue?["data"] } == [["n": 2], ["n": 3]], "\(resumed.text)")
+        }
+    }
+
+    @Test func pathSubscribersAndLiveQueriesOnTheOtherHubSeeOnlyWhatConcernsThem() throws {
+        try withHubPair { pair in
+            let onA = try pair.a.connect()
+            try onA.ok(#"{"op":"set","name":"items/x","data":{"name":"X","stock":1,"location":"A1"}}"#)
+            let onB = try pair.b.connect()
+            try onB.ok(#"{"op":"subscribe","name":"items/x","path":"stock"}"#)
+            // A whole-record write that leaves `stock` alone is not pushed;
+            // one that changes it is.
+            try onA.ok(#"{"op":"set","name":"items/x","data":{"name":"X","stock":1,"location":"B2"}}"#)
+            try onA.ok(#"{"op":"set","name":"items/x","path":"stock","value":5}"#)
+            let push = try onB.push()
+            #expect(push["path"] == "stock")
+            #expect(push["value"] == 5)
+            try onB.expectNothingPending()
+        }
+    }
+}
