@@ -84,10 +84,17 @@ extension HubCore {
     }
 
     /// Runs a write so that it can be run again: with writes in flight its
-    /// outputs wait for a commit (`holdFloor`), and while its answer waits
-    /// it is kept in `rerunnable`.
+    /// outputs wait for all of them to commit (`holdFloor`), and while its
+    /// answer waits it is kept in `rerunnable`.
+    ///
+    /// All of them, not the first: the answer was computed on the state
+    /// they left (a conflict, an idempotent retry answered after its first
+    /// seq), and the write stays in `rerunnable` until `headSeq` commits.
+    /// Held at a lower seq, the answer could leave with an earlier group's
+    /// commit and the write be run, and answered, again when a later group
+    /// is refused (`rollBackToCommitted` keeps outputs at committed seqs).
     func rerunnably(_ input: Input, _ body: () -> Void) {
-        holdFloor = headSeq > committedSeq ? committedSeq + 1 : 0
+        holdFloor = headSeq > committedSeq ? headSeq : 0
         body()
         holdFloor = 0
         if headSeq > committedSeq { rerunnable.append((headSeq, input)) }
