@@ -1,0 +1,427 @@
+"""Helpers for the tests of several hubs on one PostgreSQL database.
+
+`PgServer` is a private PostgreSQL server (scripts/pg-test-cluster.sh) that a
+test can stop and start again on the same port, ask SQL of, and whose
+sessions it can terminate. The `pg_server` and `hub_cluster` fixtures in
+conftest.py start one per module and three hubs on a fresh database of it.
+
+`FailoverWriter` and `FailoverSubscriber` are sync clients (the `websockets`
+package) that survive losing their hub, as the CLI's failover will: on a
+closed connection they connect to the next hub of their list and go on — a
+writer sends the write it had in flight again with the same idempotency key,
+a subscriber subscribes again with `since` = the last seq it applied and
+checks that what follows continues its sequence without a gap or a
+duplicate. A write refused with `unavailable` (the hub cannot reach
+PostgreSQL) is sent again after a short pause, with the same key.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.sync.client import connect
+
+from conftest import REPO
+from synclib import dumps, rest
+
+PG_SCRIPT = REPO / "scripts" / "pg-test-cluster.sh"
+WS_PATH = "/v1/ws"
+# What a lost or refused connection raises (a killed hub: refused; a hub
+# that closed us: ConnectionClosed; a hub that never answered: TimeoutError).
+CONNECTION_LOST = (ConnectionClosed, InvalidHandshake, InvalidURI, OSError, TimeoutError)
+# Errors a client retries with the same idempotency key: nothing was
+# acknowledged (PROTOCOL.md, Errors).
+RETRIED_CODES = ("unavailable", "storage_failed", "shutting_down")
+RETRY_PAUSE = 0.1
+
+
+class Refused(Exception):
+    """A hello refused with ``code`` (e.g. `unavailable`: the hub cannot
+    read its store to answer it)."""
+
+    def __init__(self, code: str | None, reply: dict):
+        super().__init__(f"hello refused: {reply}")
+        self.code = code
+
+
+class PgServer:
+    """A private PostgreSQL server for one test module: trust auth, superuser
+    `tally`, 127.0.0.1 on a free port. Its directory is under /tmp, which the
+    `postgres` user can reach when the tests run as root."""
+
+    def __init__(self, directory: Path, url: str):
+        self.directory = directory
+        self.url = url
+        self.port = int((directory / "port").read_text().strip())
+
+    @classmethod
+    def start(cls) -> "PgServer":
+        directory = Path(tempfile.mkdtemp(prefix="tally-pg-interop-"))
+        directory.rmdir()  # the script makes it (and must find it empty)
+        started = run_script("start", directory, timeout=120)
+        return cls(directory, started.stdout.strip().splitlines()[-1])
+
+    def createdb(self, name: str) -> str:
+        """A new database; its URL."""
+        made = run_script("createdb", self.directory, name, timeout=60)
+        return made.stdout.strip().splitlines()[-1]
+
+    def sql(self, statement: str) -> list[list[str]]:
+        """Runs ``statement`` in database postgres; its rows' fields as text."""
+        done = run_script("sql", self.directory, statement, timeout=30)
+        return [line.split("|") for line in done.stdout.splitlines() if line]
+
+    def terminate_sessions(self, like: str = "tally%") -> int:
+        """Ends every session whose application_name is LIKE ``like`` (the
+        hubs' writer, reader and watcher); how many were ended."""
+        rows = self.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        f"WHERE application_name LIKE '{like}'")
+        return sum(1 for row in rows if row[0] == "t")
+
+    def sessions(self, like: str = "tally%") -> int:
+        rows = self.sql(f"SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE '{like}'")
+        return int(rows[0][0])
+
+    def stop_server(self) -> None:
+        """Stops the server (fast: sessions end at once); the data stays."""
+        run_script("stop-server", self.directory, timeout=60)
+
+    def start_server(self) -> None:
+        """Starts it again on the same port."""
+        run_script("start-server", self.directory, timeout=120)
+
+    @property
+    def running(self) -> bool:
+        return (self.directory / "data" / "postmaster.pid").exists()
+
+    def destroy(self) -> None:
+        """Stops the server and removes its directory."""
+        if self.directory.exists():
+            subprocess.run(["bash", str(PG_SCRIPT), "stop", str(self.directory)], capture_output=True, timeout=120)
+
+
+def run_script(command: str, directory: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    done = subprocess.run(["bash", str(PG_SCRIPT), command, str(directory), *args],
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"pg-test-cluster.sh {command} failed ({done.returncode}): {done.stderr}"
+    return done
+
+
+def database_name(test_name: str) -> str:
+    """A database name for a test (PostgreSQL folds and limits names)."""
+    return "t_" + "".join(c if c.isalnum() else "_" for c in test_name.lower())[:50]
+
+
+@dataclass
+class HubCluster:
+    """Hubs sharing one database of ``pg``."""
+
+    pg: PgServer
+    url: str
+    hubs: list  # conftest.TallyServer
+
+
+# --------------------------------------------------------------------------
+# Clients that fail over
+
+
+def open_ws(server, timeout: float):
+    return connect(server.ws_url(WS_PATH), open_timeout=timeout, close_timeout=1, ping_interval=None,
+                   max_size=None, max_queue=None)
+
+
+class Connection:
+    """One sync connection with request ids and replies in order; pushes
+    go to ``on_push(message, raw)``."""
+
+    def __init__(self, server, client: str, timeout: float, hello: dict | None = None):
+        self.server = server
+        self.timeout = timeout
+        self.ws = open_ws(server, timeout)
+        self.ids = itertools.count(1)
+        self.hello = self.request({"op": "hello", "protocol": 1, "client": client, **(hello or {})})
+        if self.hello.get("ok") is not True:
+            self.close()
+            raise Refused(self.hello.get("error", {}).get("code"), self.hello)
+
+    def request(self, message: dict, on_push=None) -> dict:
+        message = {**message, "id": next(self.ids)}
+        self.ws.send(dumps(message))
+        deadline = time.monotonic() + self.timeout
+        while True:
+            raw = self.ws.recv(timeout=max(0.01, deadline - time.monotonic()))
+            reply = json.loads(raw)
+            if "op" in reply:
+                assert on_push is not None, f"a push on a connection without subscriptions: {raw[:300]}"
+                on_push(reply, raw)
+                continue
+            assert reply.get("id") == message["id"], f"replies come in request order: sent {message}, got {raw[:300]}"
+            return reply
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        except Exception:  # noqa: BLE001 - closing a dead connection
+            pass
+
+
+@dataclass
+class Ack:
+    """A write the hub acknowledged: what was sent and the reply."""
+
+    message: dict
+    reply: dict
+    hub: int  # index of the hub that answered
+    attempts: int
+
+
+class FailoverWriter:
+    """Writes through one hub of ``hubs`` at a time; every write carries an
+    idempotency key and is sent until it is acknowledged (or refused for
+    good), moving to the next hub when the connection is lost. With
+    ``failover=False`` a lost connection fails the test instead."""
+
+    def __init__(self, hubs: list, start: int, name: str, *, failover: bool = True, timeout: float = 10.0):
+        self.hubs = hubs
+        self.at = start
+        self.name = name
+        self.failover = failover
+        self.timeout = timeout
+        self.connection: Connection | None = None
+        self.keys = itertools.count(1)
+        self.acks: list[Ack] = []
+        self.refusals: list[tuple[dict, dict]] = []  # (message, error) refused for good
+        self.retried: dict[str, int] = {}  # error code -> how often it was retried (hellos too)
+        self.reconnects = 0
+
+    def _connect(self, deadline: float) -> Connection:
+        while self.connection is None:
+            hub = self.hubs[self.at % len(self.hubs)]
+            try:
+                self.connection = Connection(hub, self.name, self.timeout)
+            except CONNECTION_LOST + (Refused,) as error:
+                if isinstance(error, Refused):
+                    assert error.code in RETRIED_CODES, f"{self.name}: {error}"
+                    self.retried[error.code] = self.retried.get(error.code, 0) + 1
+                if not self.failover or time.monotonic() > deadline:
+                    raise AssertionError(f"{self.name}: cannot connect to {hub.url()}: {error!r}") from None
+                self.at += 1
+                time.sleep(RETRY_PAUSE)
+        return self.connection
+
+    def _lost(self, error: BaseException, deadline: float) -> None:
+        if self.connection:
+            self.connection.close()
+        self.connection = None
+        if not self.failover or time.monotonic() > deadline:
+            raise AssertionError(f"{self.name}: connection to hub {self.at % len(self.hubs)} lost: {error!r}") from error
+        self.reconnects += 1
+        self.at += 1
+
+    def write(self, message: dict, *, expect: tuple[str, ...] = (), budget: float = 60.0) -> dict:
+        """Sends ``message`` (plus an idempotency key) until it is answered:
+        returns the ok reply, or the error when its code is in ``expect``
+        (anything else fails the test)."""
+        message = {**message, "idem": message.get("idem") or f"{self.name}-{next(self.keys)}"}
+        deadline = time.monotonic() + budget
+        attempts = 0
+        while True:
+            attempts += 1
+            connection = self._connect(deadline)
+            try:
+                reply = connection.request(message)
+            except CONNECTION_LOST as error:
+                self._lost(error, deadline)
+                continue
+            if reply.get("ok") is True:
+                self.acks.append(Ack(message, reply, self.at % len(self.hubs), attempts))
+                return reply
+            code = reply.get("error", {}).get("code")
+            if code in expect:
+                self.refusals.append((message, reply["error"]))
+                return reply
+            assert code in RETRIED_CODES and time.monotonic() < deadline, (
+                f"{self.name}: {dumps(message)[:300]} refused: {dumps(reply)[:600]}")
+            self.retried[code] = self.retried.get(code, 0) + 1
+            if code == "shutting_down":
+                self._lost(AssertionError(code), deadline)
+            time.sleep(RETRY_PAUSE)
+
+    def close(self) -> None:
+        if self.connection:
+            self.connection.close()
+            self.connection = None
+
+
+class FailoverSubscriber:
+    """Follows ``target`` (`{"prefix": P}` or `{"list": L}`: the subscribe
+    message's target) through one hub of ``hubs`` at a time. The first
+    subscribe takes a snapshot; after a lost connection (or a refused
+    subscribe) it subscribes on the next hub with ``since`` = the last seq
+    it applied. The tests make no change outside the target, so every
+    change must be the one after the last (gap-free, no duplicate), whether
+    it came live or in a resume's replay, and a resume's replay must reach
+    the head its reply names; ``changes`` maps seq to the parsed change,
+    ``raw`` seq to the bytes of a live push."""
+
+    def __init__(self, hubs: list, start: int, name: str, target: dict, *, failover: bool = True,
+                 timeout: float = 10.0):
+        self.hubs = hubs
+        self.at = start
+        self.name = name
+        self.target = target
+        self.failover = failover
+        self.timeout = timeout
+        self.connection: Connection | None = None
+        self.snapshot: dict | None = None
+        self.seq: int | None = None  # the last seq applied
+        self.changes: dict[int, dict] = {}
+        self.raw: dict[int, str] = {}
+        self.resumes: list[tuple[int, int]] = []  # (hub, since) of every resume
+        self.refused: dict[str, int] = {}  # hello and subscribe refusals by code
+
+    def _apply(self, change: dict, raw: str | None) -> None:
+        assert change.get("op") == "change", f"{self.name}: unexpected push {change}"
+        seq = change["seq"]
+        assert seq == self.seq + 1, (
+            f"{self.name}: after seq {self.seq} got {seq} ({'a duplicate' if seq <= self.seq else 'a gap'}; "
+            f"resumes {self.resumes})")
+        self.seq = seq
+        self.changes[seq] = change
+        if raw is not None:
+            self.raw[seq] = raw
+
+    def subscribe(self, deadline: float) -> None:
+        """Connects to the current hub (or, failing, the next ones) and
+        subscribes: a snapshot the first time, a resume after."""
+        while True:
+            hub_index = self.at % len(self.hubs)
+            try:
+                self.connection = Connection(self.hubs[hub_index], self.name, self.timeout)
+                message = {"op": "subscribe", **self.target}
+                if self.seq is not None:
+                    message["since"] = self.seq
+                reply = self.connection.request(message, on_push=self._apply)
+                if reply.get("ok") is True:
+                    break
+                code = reply.get("error", {}).get("code")
+                assert code in RETRIED_CODES, f"{self.name}: subscribe refused: {reply}"
+                self.refused[code] = self.refused.get(code, 0) + 1
+            except Refused as error:
+                assert error.code in RETRIED_CODES, f"{self.name}: {error}"
+                self.refused[error.code] = self.refused.get(error.code, 0) + 1
+            except CONNECTION_LOST as error:
+                if not self.failover:
+                    raise AssertionError(f"{self.name}: subscribe on hub {hub_index} failed: {error!r}") from None
+            if self.connection:
+                self.connection.close()
+                self.connection = None
+            assert self.failover and time.monotonic() < deadline, (
+                f"{self.name}: could not subscribe again since {self.seq} before the deadline")
+            self.at += 1
+            time.sleep(RETRY_PAUSE)
+        if self.seq is None:
+            assert "resnapshot" not in reply, reply
+            self.snapshot = reply
+            self.seq = reply["seq"]
+            return
+        assert "resnapshot" not in reply, f"{self.name}: resume since {self.seq} on hub {hub_index} resnapshots"
+        self.resumes.append((hub_index, self.seq))
+        for change in reply["changes"]:
+            self._apply(change, None)
+        assert reply["seq"] == self.seq, f"{self.name}: the replay ends at {self.seq}, the reply says {reply['seq']}"
+
+    def follow(self, until, deadline: float) -> None:
+        """Applies pushes until ``until()`` says the wanted head, reached;
+        subscribes again wherever the connection is lost."""
+        while True:
+            target = until()
+            if target is not None and self.seq >= target:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name}: at seq {self.seq}, waiting for {target}, out of time "
+                                     f"(resumes {self.resumes})")
+            if self.connection is None:
+                self.subscribe(deadline)
+                continue
+            try:
+                raw = self.connection.ws.recv(timeout=0.2)
+            except TimeoutError:
+                continue
+            except CONNECTION_LOST as error:
+                self.connection.close()
+                self.connection = None
+                if not self.failover:
+                    raise AssertionError(f"{self.name}: connection lost: {error!r}") from None
+                self.at += 1
+                continue
+            message = json.loads(raw)
+            assert "op" in message, f"{self.name}: a reply without a request: {raw[:300]}"
+            self._apply(message, raw)
+
+    def drop(self) -> None:
+        """Closes the connection from another thread, as a network would:
+        the following thread subscribes again."""
+        connection = self.connection
+        if connection:
+            connection.close()
+
+    def close(self) -> None:
+        if self.connection:
+            self.connection.close()
+            self.connection = None
+
+
+# --------------------------------------------------------------------------
+# Hub state
+
+
+def health(server) -> tuple[int, dict]:
+    """GET /healthz: (status, body)."""
+    response = rest(server, "GET", "/healthz", timeout=5)
+    return response.status, response.json()
+
+
+def metric(server, name: str) -> float:
+    """One sample of /metrics (a metric without labels)."""
+    response = rest(server, "GET", "/metrics", timeout=5)
+    for line in response.body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics of {server.url()}")
+
+
+def changes_after(server, since: int, timeout: float = 30.0) -> list[dict]:
+    """The change log after ``since``, every page."""
+    out: list[dict] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        response = rest(server, "GET", f"/v1/changes?since={since}")
+        assert response.status == 200, (response.status, response.body[:300])
+        page = response.json()
+        out += page["changes"]
+        if not page["more"]:
+            return out
+        since = page["changes"][-1]["seq"]
+        assert time.monotonic() < deadline, "paging /v1/changes took too long"
+
+
+@dataclass
+class Outcome:
+    """What a load of writes through failover clients should have left."""
+
+    acks: list[Ack] = field(default_factory=list)
+
+    def seqs(self) -> list[int]:
+        out = []
+        for ack in self.acks:
+            results = ack.reply.get("results")
+            out += [r["seq"] for r in results] if results else [ack.reply["seq"]]
+        return out
