@@ -64,7 +64,7 @@ fi
 is_our_hub() {
   local pid=$1 hub_dir=$2 argv
   # Not a pipeline into grep -q: with pipefail, tr's SIGPIPE would say no.
-  argv=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  argv=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline") || return 1
   grep -qxF "$hub_dir/data" <<<"$argv"
 }
 
