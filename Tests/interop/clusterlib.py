@@ -22,7 +22,7 @@ import json
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
@@ -134,7 +134,7 @@ class HubCluster:
 
 def open_ws(server, timeout: float):
     return connect(server.ws_url(WS_PATH), open_timeout=timeout, close_timeout=1, ping_interval=None,
-                   max_size=None, max_queue=None)
+                   max_size=None, max_queue=None, legacy=True)
 
 
 class Connection:
@@ -387,41 +387,3 @@ def health(server) -> tuple[int, dict]:
     """GET /healthz: (status, body)."""
     response = rest(server, "GET", "/healthz", timeout=5)
     return response.status, response.json()
-
-
-def metric(server, name: str) -> float:
-    """One sample of /metrics (a metric without labels)."""
-    response = rest(server, "GET", "/metrics", timeout=5)
-    for line in response.body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"{name} not in /metrics of {server.url()}")
-
-
-def changes_after(server, since: int, timeout: float = 30.0) -> list[dict]:
-    """The change log after ``since``, every page."""
-    out: list[dict] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        response = rest(server, "GET", f"/v1/changes?since={since}")
-        assert response.status == 200, (response.status, response.body[:300])
-        page = response.json()
-        out += page["changes"]
-        if not page["more"]:
-            return out
-        since = page["changes"][-1]["seq"]
-        assert time.monotonic() < deadline, "paging /v1/changes took too long"
-
-
-@dataclass
-class Outcome:
-    """What a load of writes through failover clients should have left."""
-
-    acks: list[Ack] = field(default_factory=list)
-
-    def seqs(self) -> list[int]:
-        out = []
-        for ack in self.acks:
-            results = ack.reply.get("results")
-            out += [r["seq"] for r in results] if results else [ack.reply["seq"]]
-        return out

@@ -291,6 +291,20 @@ def rest(server, method: str, path: str, body: Any = None, headers: dict | None 
         conn.close()
 
 
+def metric(server, name: str) -> float:
+    """The value of a metric without labels (the sum over its series when it
+    has labels)."""
+    response = rest(server, "GET", "/metrics")
+    assert response.status == 200, (response.status, response.body[:300])
+    total, found = 0.0, False
+    for line in response.body.decode().splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            total += float(line.rsplit(" ", 1)[1])
+            found = True
+    assert found, f"/metrics has no {name}"
+    return total
+
+
 def record_path(name: str) -> str:
     """/v1/records/{name}: slashes as they are, the rest percent-encoded."""
     return "/v1/records/" + urllib.parse.quote(name, safe="/")

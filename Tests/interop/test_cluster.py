@@ -27,11 +27,16 @@ import uuid
 
 import pytest
 
-from clusterlib import (Connection, FailoverSubscriber, FailoverWriter, changes_after, health, metric)
+from clusterlib import Connection, FailoverSubscriber, FailoverWriter, health
 from conftest import REPO, TALLY_BIN
-from synclib import apply_push, record_path, rest, run_threads, wait_until
+from synclib import all_changes, apply_push, metric, record_path, rest, run_threads, wait_until
 
 SUBSCRIBE_BUDGET = 30.0
+
+
+def changes_after(hub, since: int) -> list[dict]:
+    """The change log of ``hub`` after ``since``, every page."""
+    return all_changes(hub, since)[2]
 
 
 def uid() -> str:
