@@ -434,6 +434,7 @@ class Load:
         self.rest_on = list(rest_on)
         self.rest_acks: list[list[tuple[str, int]]] = [[] for _ in self.rest_on]  # (name, seq)
         self.rest_refusals: list[list[tuple[int, str | None, str]]] = [[] for _ in self.rest_on]
+        self.extra: list[tuple[str, int]] = []  # (name, seq) of writes the test made itself
         self.stop = threading.Event()
         self.head: int | None = None
         self.threads: list[threading.Thread] = []
@@ -569,14 +570,14 @@ class Load:
                 else:
                     assert (change["name"], change["path"]) == (self.counter, message["path"]), (ack, change)
                     increments[message["path"]] = increments.get(message["path"], 0) + 1
-        rest_names = {}
-        for acks in self.rest_acks:
-            for name, seq in acks:
-                assert by_seq[seq]["name"] == name and by_seq[seq]["kind"] == "set", (name, by_seq[seq])
-                rest_names[name] = seq
-        acked = sum(len(w.acks) for w in self.writers) + len(rest_names)
+        others = {}  # seq -> name: the REST writes and the test's own (`extra`)
+        for name, seq in [pair for acks in self.rest_acks for pair in acks] + self.extra:
+            assert by_seq[seq]["name"] == name, (name, by_seq[seq])
+            others[seq] = name
+        acked = sum(len(w.acks) for w in self.writers) + len(others)
         assert len(log) == acked, f"{len(log)} changes in the log for {acked} acknowledged writes"
-        seen_paths = [(c["name"], c["path"]) for c in log if c["name"] != self.counter and "path" in c]
+        seen_paths = [(c["name"], c["path"]) for c in log
+                      if c["name"] != self.counter and c["seq"] not in others]
         assert sorted(seen_paths) == sorted(expected_paths), "each acknowledged set is in the log once"
         counter = rest(hub, "GET", record_path(self.counter)).json()
         assert counter["data"] == increments, "each acknowledged increment counted once"
@@ -691,6 +692,69 @@ def test_a_hub_whose_sessions_are_terminated_catches_up_and_goes_on(hub_cluster,
         assert status == 200 and body["storeLag"] == 0, body
     assert not any(s.resumes for s in load.subscribers), "a lost PostgreSQL session is no client's business"
     wait_until(lambda: cluster.pg.sessions() >= 3, 10, "the hubs to open their sessions again")
+
+
+def test_a_frozen_hub_holds_the_others_up_no_longer_than_the_idle_transaction_timeout(
+        pg_server, pg_database, hub_cluster, load_factory):
+    """A hub that stops running inside a group commit (a long pause, a
+    partition) holds the head row's lock, and every other hub's commits wait
+    for it. With the database's idle_in_transaction_session_timeout
+    (docs/scale-out.md), PostgreSQL ends that session after so long and the
+    others go on; the frozen hub, running again, reconnects, catches up and
+    loses nothing."""
+    timeout = 3
+    pg_server.sql(f"ALTER DATABASE {pg_database.rsplit('/', 1)[1]} "
+                  f"SET idle_in_transaction_session_timeout = '{timeout}s'")
+    hubs = hub_cluster(2).hubs
+    frozen = hubs[0]
+    # Only the frozen hub writes, so a writer session inside a transaction is its.
+    load = load_factory(hubs, "frozen/", writers_on=[0, 0, 0], subscribers_on=[0, 1, 1])
+    load.start()
+    load.wait_for_acks(50)
+    other = Connection(hubs[1], "other", timeout + 10)
+
+    def other_waits_for_the_lock() -> bool:
+        rows = pg_server.sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tally-store-writer' "
+                             "AND wait_event_type = 'Lock'")
+        return int(rows[0][0]) > 0
+
+    def answer(reply: dict) -> None:
+        assert reply.get("ok"), reply
+        load.extra.append(("frozen/other", reply["seq"]))
+
+    try:
+        # Freeze the hub, then write on the other: caught when that write
+        # waits for the row lock the frozen hub holds, else try again.
+        for attempt in range(100):
+            frozen.send_signal(signal.SIGSTOP)
+            sent_at = time.monotonic()
+            other.ws.send(json.dumps({"op": "increment", "name": "frozen/other", "path": "n", "id": attempt}))
+            caught = False
+            while not caught:
+                try:
+                    reply = json.loads(other.ws.recv(timeout=0.05))
+                    break
+                except TimeoutError:
+                    caught = other_waits_for_the_lock()
+                    assert caught or time.monotonic() < sent_at + timeout, "the write waits for something else"
+            if caught:
+                break
+            answer(reply)
+            frozen.send_signal(signal.SIGCONT)
+            load.wait_for_acks(1)  # the hub moves on before the next try
+        else:
+            pytest.fail("never caught the hub inside a group commit")
+        answer(json.loads(other.ws.recv(timeout=timeout + 5)))
+        waited = time.monotonic() - sent_at
+        assert timeout - 1 < waited < timeout + 5, f"the other hub's write waited {waited:.1f}s"
+    finally:
+        if frozen.alive():
+            os.kill(frozen.pid, signal.SIGCONT)
+        other.close()
+    load.wait_for_acks(50)
+    load.finish(hubs)
+    log = load.check(hubs[1])
+    assert changes_after(hubs[0], 0) == log
 
 
 # --------------------------------------------------------------------------
