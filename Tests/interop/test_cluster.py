@@ -232,6 +232,77 @@ def test_a_versioned_race_between_two_hubs_has_one_winner_per_version(hub_cluste
             racer.close()
 
 
+def test_a_write_after_one_acknowledged_by_another_hub_is_judged_on_it(hub_cluster):
+    """A client told of a write by one hub sends the next, based on it, to
+    another hub, which holds the record as it was before: the write is
+    judged on the acknowledged one, as on one hub, not refused on the
+    older state (`conflict`)."""
+    hubs = hub_cluster(3).hubs
+    clients = [Connection(hub, "follower", 10) for hub in hubs]
+    try:
+        clients[0].request({"op": "set", "name": "items/rw", "data": {"sku": "rw", "stock": 100}})
+        for i in range(20):
+            order = f"orders/rw-{i}"
+            created = clients[i % 3].request({"op": "set", "name": order, "data": {"item": "items/rw", "qty": 1}})
+            assert created["ok"], created
+            wait_for_head(hubs, created["seq"])
+            for client in clients:  # every hub holds the order at "received"
+                assert client.request({"op": "get", "name": order})["version"] == 1
+            moved = clients[(i + 1) % 3].request({"op": "advance", "name": order, "to": "in-progress"})
+            assert moved["ok"], moved
+            again = clients[(i + 2) % 3].request({"op": "advance", "name": order, "from": "in-progress",
+                                                  "to": "ready"})
+            assert again["ok"], f"round {i}: {again}"
+            noted = clients[i % 3].request({"op": "set", "name": order, "path": "note", "value": i,
+                                            "version": again["version"]})
+            assert noted["ok"] and noted["version"] == again["version"] + 1, f"round {i}: {noted}"
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_snapshot_taken_while_another_hub_writes_says_the_seq_it_holds(hub_cluster):
+    """Subscribing on one hub while another writes: the snapshot is the
+    state as of the reply's `seq` — no record in it is newer — and the
+    pushes that follow start at the next seq (PROTOCOL.md, "Snapshot then
+    changes"), however the hub caught up while it read the snapshot."""
+    writing, subscribing = hub_cluster(2).hubs
+    stop = threading.Event()
+    writers = [FailoverWriter([writing], 0, f"snap-writer-{i}", failover=False) for i in range(3)]
+
+    def write(writer: FailoverWriter) -> None:
+        k = 0
+        while not stop.is_set():
+            writer.write({"op": "set", "name": f"snap/{writer.name}-{k % 40}", "data": {"k": k}})
+            k += 1
+
+    threads = [threading.Thread(target=write, args=(w,), daemon=True) for w in writers]
+    for thread in threads:
+        thread.start()
+    problems = []
+    try:
+        for attempt in range(60):
+            client = Connection(subscribing, f"snapshot-{attempt}", 10)
+            try:
+                pushes: list[dict] = []
+                reply = client.request({"op": "subscribe", "prefix": "snap/"}, on_push=lambda m, _: pushes.append(m))
+                newest = max((r["seq"] for r in reply["records"]), default=0)
+                while not pushes:
+                    pushes.append(json.loads(client.ws.recv(timeout=10)))
+                if newest > reply["seq"] or pushes[0]["seq"] != reply["seq"] + 1:
+                    problems.append(f"snapshot at seq {reply['seq']} holds a record of seq {newest}, "
+                                    f"first push {pushes[0]['seq']}")
+            finally:
+                client.close()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(15)
+        for writer in writers:
+            writer.close()
+    assert not problems, f"{len(problems)} of 60 subscribes: {problems[:5]}"
+
+
 def test_stock_is_delivered_at_most_once_through_every_hub(hub_cluster):
     hubs = hub_cluster(3).hubs
     stock, orders_count = 4, 10
