@@ -217,8 +217,10 @@ final class PostgresWriter: CommitBackend {
         return .committed(lastSeq: meta.head)
     }
 
-    /// The changes of a group gathered for one set-based INSERT.
+    /// What a group gathers for its closing statement: the changes for
+    /// one set-based INSERT, and the rows `PostgresGroupWrites` batches.
     struct ChangeColumns {
+        var rows = PostgresGroupWrites()
         var seqs: [Int64] = []
         var times: [Int64] = []
         var kinds: [Int64] = []
@@ -246,7 +248,7 @@ final class PostgresWriter: CommitBackend {
                 .byteaArray(changes.names), .byteaArray(changes.messages),
                 .int8(next.changeCount - current.changeCount), .int8(next.changeBytes - current.changeBytes),
                 .bool(next.head != current.head), .text(Self.channel), .byteaArray(changes.priors),
-            ]).firstRow()
+            ] + changes.rows.parameters).firstRow()
         }
         let moved = try run { () throws(PostgresError) in try row.int64(0) }
         guard moved == 1 else {
@@ -262,13 +264,17 @@ final class PostgresWriter: CommitBackend {
         }
     }
 
-    /// Applies a unit's mutations; its changes go to `changes` when
-    /// `batching`, else are inserted one by one (so that a duplicate seq
-    /// names its unit).
+    /// Applies a unit's mutations; its changes, record and index rows and
+    /// idempotency answer go to `changes` when `batching`, else are written
+    /// one by one (so that a duplicate seq names its unit).
     private func apply(_ unit: StoreUnit, to next: inout SQLiteWriter.Meta, changes: inout ChangeColumns,
                        batching: Bool) throws(StoreError) {
         let c = connection
         for index in unit.mutations.indices {
+            if batching, changes.rows.take(unit.mutations[index]) {
+                if let error = hooks.afterMutation?(unit.token, index) { throw error }
+                continue
+            }
             try run { () throws(PostgresError) in
                 switch unit.mutations[index] {
                 case .putRecord(let r):
@@ -323,7 +329,9 @@ final class PostgresWriter: CommitBackend {
             next.changeCount += 1
             next.changeBytes += Int64(change.message.count)
         }
-        if let i = unit.idempotency {
+        if let i = unit.idempotency, batching {
+            changes.rows.remember(i)
+        } else if let i = unit.idempotency {
             try run { () throws(PostgresError) in
                 try c.execute(Statements.upsertIdempotency, [.bytea(Array(i.key.utf8)), .int8(i.seq), .int8(i.time),
                                                              .bytea(i.response)])

@@ -66,6 +66,10 @@ enum BenchCommand {
             Option("records", "N", "write random records among N shared by all writers",
                    "(default: each writer cycles over its own 1000)"),
             Option("threads", "N", "client event-loop threads (default 1)"),
+            Option("store", "URL", "the hubs keep their data in this PostgreSQL database",
+                   "(postgres://USER@HOST:PORT/DB) instead of SQLite"),
+            Option("hubs", "N", "hub children on --store, the writers spread over them",
+                   "(default 1)"),
         ]), writes),
         ("startup", """
         fills a store with N records, stops the hub, then times
@@ -250,6 +254,14 @@ enum BenchCommand {
         bench.durability = try durabilityMode(a)
         bench.records = try a.int("records", in: 1...100_000_000)
         bench.threads = try a.int("threads", in: 1...64) ?? 1
+        bench.store = a.string("store")
+        bench.hubs = try a.int("hubs", in: 1...16) ?? 1
+        if bench.hubs > 1, bench.store == nil {
+            throw UsageError(message: "--hubs needs --store: several hubs share one PostgreSQL database")
+        }
+        if let store = bench.store, !store.hasPrefix("postgres://"), !store.hasPrefix("postgresql://") {
+            throw UsageError(message: "--store takes a PostgreSQL URL, postgres://USER@HOST:PORT/DB, not '\(store)'")
+        }
         return .writes(bench, writerCounts: counts)
     }
 
