@@ -131,13 +131,17 @@ extension HubCore {
             // The store cannot be read: the writes cannot be checked against
             // what it holds, so they are refused as a failed commit's are.
             store.resumeAfterFailure()
+            shared?.releaseHeldHead()
             logger.error("store.catch_up_failed", ["error": error.message, "committed_seq": String(committedSeq)])
             for input in inputs { refuse(input, error) }
             return
         }
-        store.resumeAfterFailure()
         metrics.reruns.add(inputs.count, ordering: .relaxed)
         for input in inputs { _ = take(input) }
+        // The runs' units go to the store at the end of this batch, after
+        // the resume; with none, the store need not hold the head for them.
+        store.resumeAfterFailure()
+        if units.isEmpty { shared?.releaseHeldHead() }
     }
 
     /// Answers a write that could not be run again with `error`.

@@ -98,6 +98,10 @@ public final class PostgresStore: SharedStore {
         watcher.start(onReading)
     }
 
+    public func releaseHeldHead() {
+        committer.releaseHold()
+    }
+
     public var lastHeadReading: HeadReading? {
         watcher.latest.withLock { $0 }
     }
