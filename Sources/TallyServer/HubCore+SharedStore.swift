@@ -185,8 +185,8 @@ extension HubCore {
     /// Applies every change committed after `committedSeq` by other hubs,
     /// in seq order, page by page. Only while nothing is in flight here.
     func catchUp() throws(ProtocolError) {
-        guard let reader = sharedReader else { return }
-        precondition(headSeq == committedSeq, "catching up with writes in flight")
+        // Never with writes in flight: they were numbered after committedSeq.
+        guard let reader = sharedReader, headSeq == committedSeq else { return }
         while true {
             let page: [StoredChange]
             do { page = try reader.changesWithPriors(after: committedSeq, limit: Self.catchUpPage) } catch {
@@ -209,19 +209,28 @@ extension HubCore {
     private func apply(_ stored: StoredChange) throws(ProtocolError) {
         switch stored.kind {
         case .record:
-            guard case .object(let push)? = try? JSONValue.parse(stored.message, limits: .stored) else {
-                throw ProtocolError(.storageFailed, "the logged change \(stored.seq) is not a JSON object")
+            let workflow = configuration.planner.workflows.workflow(for: stored.name)
+            do {
+                let change = try replayed(stored)
+                cache.applyCommitted(change)
+                if let workflow, workflowStats[workflow.prefix] != nil,
+                   case .record(let before, let after, _) = change.target {
+                    workflowStats[workflow.prefix]?.apply(WorkflowStats.Delta(replacing: before, with: after, in: workflow))
+                }
+                advanceCommitted(to: stored.seq)
+                fanOut([change])
+            } catch {
+                // A change this hub cannot rebuild (a log row from before
+                // priors were kept, a damaged one): the record is read from
+                // the store again, the stats recounted, and the push goes to
+                // everyone who might want it (path subscribers included).
+                logger.warning("store.catch_up_replay_failed", ["seq": String(stored.seq), "reason": error.message])
+                cache.forgetRecord(stored.name)
+                if let workflow { workflowStats[workflow.prefix] = nil }
+                advanceCommitted(to: stored.seq)
+                fanOut([Change(seq: stored.seq, time: stored.time, name: stored.name,
+                               target: .record(before: nil, after: nil, scope: .whole), push: stored.message, reply: [:])])
             }
-            let prior = try stored.prior.map { prior throws(ProtocolError) in try RecordState(stored: prior) }
-            let change = try Change.replaying(push, message: stored.message, prior: prior)
-            cache.applyCommitted(change)
-            if let workflow = configuration.planner.workflows.workflow(for: change.name),
-               workflowStats[workflow.prefix] != nil,
-               case .record(let before, let after, _) = change.target {
-                workflowStats[workflow.prefix]?.apply(WorkflowStats.Delta(replacing: before, with: after, in: workflow))
-            }
-            advanceCommitted(to: stored.seq)
-            fanOut([change])
         case .list:
             cache.forgetList(stored.name)
             advanceCommitted(to: stored.seq)
@@ -233,6 +242,15 @@ extension HubCore {
             }
         }
         metrics.caughtUpChanges.add(1, ordering: .relaxed)
+    }
+
+    /// The change as its hub made it (see `Change.replaying`).
+    private func replayed(_ stored: StoredChange) throws(ProtocolError) -> Change {
+        guard case .object(let push)? = try? JSONValue.parse(stored.message, limits: .stored) else {
+            throw ProtocolError(.storageFailed, "the logged change \(stored.seq) is not a JSON object")
+        }
+        let prior = try stored.prior.map { prior throws(ProtocolError) in try RecordState(stored: prior) }
+        return try Change.replaying(push, message: stored.message, prior: prior)
     }
 
     private func advanceCommitted(to seq: Int64) {

@@ -237,6 +237,12 @@ final class StateCache: EngineState {
         if lists[key]?.pinnedSeq == 0 { removeList(key) }
     }
 
+    /// Forgets a record's clean state: read again from the store on its next use.
+    func forgetRecord(_ name: String) {
+        let key = ByteKey(name)
+        if records[key]?.pinnedSeq == 0 { removeRecord(key) }
+    }
+
     /// Forgets every clean entry (the hub lost track of its store's
     /// changes); pinned ones stay.
     func dropAll() {

@@ -187,7 +187,29 @@ struct SharedStoreHubTests {
         }
     }
 
-    @Test func pathSubscribersAndLiveQueriesOnTheOtherHubSeeOnlyWhatConcernsThem() throws {
+    @Test func aLiveQueryOnTheOtherHubSeesRecordsEnterAndLeave() throws {
+        try withHubPair { pair in
+            let onA = try pair.a.connect()
+            try onA.ok(#"{"op":"set","name":"items/x","data":{"stock":10}}"#)
+            let onB = try pair.b.connect()
+            let subscribed = try onB.ok(#"{"op":"subscribe","query":{"prefix":"orders/","where":{"stage":["received"]}}}"#)
+            let query = subscribed["query"]
+            try onA.ok(#"{"op":"set","name":"orders/1","data":{"item":"items/x","qty":1}}"#)
+            let entered = try onB.push()
+            #expect(entered["op"] == "query" && entered["query"] == query)
+            #expect(entered["entered"]?.arrayValue?.first?.objectValue?["name"] == "orders/1")
+            // A change that keeps it in the result, then one that takes it out.
+            try onA.ok(#"{"op":"merge","name":"orders/1","data":{"note":"urgent"}}"#)
+            let changed = try onB.push()
+            #expect(changed["changed"]?.arrayValue?.first?.objectValue?["name"] == "orders/1", "\(changed.text)")
+            try onA.ok(#"{"op":"advance","name":"orders/1","to":"in-progress"}"#)
+            let left = try onB.push()
+            #expect(left["left"] == ["orders/1"], "\(left.text)")
+            try onB.expectNothingPending()
+        }
+    }
+
+    @Test func pathSubscribersOnTheOtherHubSeeOnlyWhatConcernsThem() throws {
         try withHubPair { pair in
             let onA = try pair.a.connect()
             try onA.ok(#"{"op":"set","name":"items/x","data":{"name":"X","stock":1,"location":"A1"}}"#)
