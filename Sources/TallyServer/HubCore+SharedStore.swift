@@ -83,13 +83,19 @@ extension HubCore {
         return stopped
     }
 
-    /// Runs a write so that it can be run again: with writes in flight its
-    /// outputs wait for a commit (`holdFloor`), and while its answer waits
-    /// it is kept in `rerunnable`.
+    /// Runs a write so that it can be run again: with writes in flight, its
+    /// answer waits for everything in flight to commit (`holdFloor`), since
+    /// it was decided on that state — a refusal too, or an idempotent
+    /// retry's answer — and while its answer waits it is kept in
+    /// `rerunnable`, under the same seq. The answer and the kept input so
+    /// go together: both leave at that seq's commit, or both are dropped
+    /// when the head moves before it (else an answer could leave and the
+    /// write still run again, answered twice).
     func rerunnably(_ input: Input, _ body: () -> Void) {
-        holdFloor = headSeq > committedSeq ? committedSeq + 1 : 0
+        holdFloor = headSeq > committedSeq ? headSeq : 0
         body()
         holdFloor = 0
+        // A write that made changes answers after its last one, the head now.
         if headSeq > committedSeq { rerunnable.append((headSeq, input)) }
     }
 

@@ -368,7 +368,8 @@ final class StateCache: EngineState {
 extension ProtocolError {
     static func storage(_ error: StoreError) -> ProtocolError {
         if error.isUnreachable {
-            return ProtocolError(.unavailable, "the hub cannot reach its database (PostgreSQL) to read this: retry")
+            return ProtocolError(.unavailable,
+                                 "the hub cannot reach its database (PostgreSQL) to read what this needs: nothing was changed, and no write of this request was acknowledged; retry")
         }
         return ProtocolError(.storageFailed, "the store could not be read: \(error)")
     }
