@@ -395,8 +395,11 @@ extension HubCore {
         }
         let last = changes.last!.seq
         for (prefix, delta) in plan.deltas {
-            guard let inverse = workflowStats[prefix]?.apply(delta), shared != nil else { continue }
-            statsUndo.append((last, prefix, inverse))
+            if shared == nil {
+                workflowStats[prefix]?.apply(delta)
+            } else if let inverse = workflowStats[prefix]?.applyUndoably(delta) {
+                statsUndo.append((last, prefix, inverse))
+            }
         }
         headSeq = last
         metrics.headSeq.store(Int(last), ordering: .relaxed)

@@ -72,7 +72,7 @@ struct ChangeReplayTests {
                 guard case .record(let before, let after, _) = change.target else { continue }
                 let delta = WorkflowStats.Delta(replacing: before, with: after, in: .orders)
                 let saved = replayed
-                undo.append((saved, replayed.apply(delta)))
+                undo.append((saved, replayed.applyUndoably(delta)))
             }
         }
         for n in 0..<12 {
