@@ -42,7 +42,7 @@ enum REST {
         case .illegalTransition, .insufficientStock: .conflict
         case .notANumber: .conflict
         case .tooLarge: .payloadTooLarge
-        case .storageFailed, .shuttingDown: .serviceUnavailable
+        case .storageFailed, .shuttingDown, .unavailable: .serviceUnavailable
         case .resnapshot: HTTPStatus(410, "Gone")
         case .unauthorized: .unauthorized
         case .forbidden, .originNotAllowed, .hostNotAllowed: .forbidden
@@ -57,11 +57,20 @@ enum REST {
     /// that is already short of room.
     static let storageRetryAfterSeconds = 5
 
+    /// Seconds a client should wait before retrying after `unavailable`: the
+    /// store reconnects to its database by itself, and a client with other
+    /// hubs to try goes to one of them meanwhile.
+    static let unavailableRetryAfterSeconds = 2
+
     static func response(for error: ProtocolError, ifMatch: Bool = false) -> HTTPResponse {
         var writer = MessageWriter()
         writer.value("error", error.json)
         var response = HTTPResponse.json(status(for: error, ifMatch: ifMatch), writer.finish())
-        if error.code == .storageFailed { response.headers.set("Retry-After", String(storageRetryAfterSeconds)) }
+        switch error.code {
+        case .storageFailed: response.headers.set("Retry-After", String(storageRetryAfterSeconds))
+        case .unavailable: response.headers.set("Retry-After", String(unavailableRetryAfterSeconds))
+        default: break
+        }
         return response
     }
 
