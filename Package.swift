@@ -118,7 +118,7 @@ let package = Package(
                     dependencies: ["TallyConcurrency", "TallyNet", "TallyServer", "TallyTestSupport", "TallyBench"]),
         .testTarget(name: "TallyClientTests",
                     dependencies: ["TallyConcurrency", "TallyClient", "TallyServer", "TallyNet", "TallyProtocol",
-                                   "TallyTestSupport", "TallyHubTestSupport"]),
+                                   "TallyHTTP", "TallyWebSocket", "TallyTestSupport", "TallyHubTestSupport"]),
         .testTarget(name: "TallyIntakeTests",
                     dependencies: ["TallyIntake", "TallyClient", "TallyServer", "TallyProtocol", "TallyTestSupport",
                                    "TallyHubTestSupport"]),
