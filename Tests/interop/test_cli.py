@@ -39,8 +39,8 @@ COMMANDS = ["get", "set", "del", "watch", "list", "emit", "on"]
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """The environment without an inherited TALLY_URL, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if k != "TALLY_URL"}
+    """The environment without an inherited TALLY_URL or TALLY_SERVER, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TALLY_URL", "TALLY_SERVER")}
     env.update(extra)
     return env
 
