@@ -130,8 +130,8 @@ enum ServeCommand {
     static func peers(_ list: String) throws(UsageError) -> PeerHubs {
         let given = list.split(separator: ",", omittingEmptySubsequences: false).map { String($0.trimmingSpaces) }
         do { return try PeerHubs(given) } catch {
-            let what = error.text.isEmpty ? "is empty" : "'\(error.text)' \(error.message)"
-            throw UsageError(message: "--peers: hub \(error.index + 1) of '\(list)' \(what)")
+            throw UsageError(message: error.text.isEmpty ? "--peers: hub \(error.index + 1) of '\(list)' is empty"
+                                                          : "--peers: hub \(error.index + 1), '\(error.text)', \(error.message)")
         }
     }
 
