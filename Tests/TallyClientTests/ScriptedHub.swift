@@ -1,4 +1,5 @@
 import TallyHTTP
+import TallyHubTestSupport
 import TallyNet
 import TallyProtocol
 import TallyWebSocket
@@ -22,13 +23,8 @@ final class ScriptedHub {
     var url: String { "ws://127.0.0.1:\(server.port)/v1/ws" }
 
     init(_ answer: @escaping @Sendable (JSONObject) -> Answer) throws {
-        var configuration = ServerConfiguration()
-        configuration.host = "127.0.0.1"
-        configuration.port = 0
-        configuration.threads = 1
-        configuration.logger = .disabled
-        configuration.shutdownGraceMillis = 500
-        server = try Server(configuration: configuration, application: Endpoint(answer: answer, received: received))
+        server = try Server(configuration: .forTests(threads: 1, shutdownGraceMillis: 500),
+                            application: Endpoint(answer: answer, received: received))
     }
 
     deinit { server.shutdown() }

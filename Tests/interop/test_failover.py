@@ -41,7 +41,7 @@ from websockets.sync.client import connect
 from websockets.sync.server import serve
 
 from conftest import REPO, TALLY_BIN
-from synclib import cli_env, get_record, put_record, rest, run_tally, wait_until
+from synclib import LongRunning, cli_env, get_record, put_record, rest, run_tally, wait_until
 
 RUN_TIMEOUT = 20.0
 WAIT = 15.0
@@ -260,61 +260,24 @@ def test_unavailable_is_exit_1_with_the_hubs_message(fake_hub, env):
 # Long-running clients
 
 
-class Watch:
-    """`tally watch … --json`, its lines read by threads."""
-
-    def __init__(self, argv, env):
-        import queue
-        self.process = subprocess.Popen([str(TALLY_BIN), *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, env=env)
-        self.out, self.err = queue.Queue(), queue.Queue()
-        for stream, q in ((self.process.stdout, self.out), (self.process.stderr, self.err)):
-            threading.Thread(target=self._pump, args=(stream, q), daemon=True).start()
-
-    @staticmethod
-    def _pump(stream, q):
-        for raw in iter(stream.readline, b""):
-            q.put(raw.decode(errors="replace").rstrip("\n"))
-
-    def json_line(self, timeout=WAIT) -> dict:
-        return json.loads(self.out.get(timeout=timeout))
-
-    def stderr_with(self, text, timeout=WAIT) -> str:
-        import time
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self.err.get(timeout=max(0.01, deadline - time.monotonic()))
-            if text in line:
-                return line
-
-    def stop(self):
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait(5)
-
-
 def test_watch_moves_to_the_next_hub_and_resumes_from_its_last_seq(tally_factory, env):
     first, second = tally_factory(), tally_factory()
     for n in range(3):
         put_record(second, f"jobs/b{n}", {"n": n})    # seqs 1…3 on the second hub
-    watcher = Watch(["watch", "jobs/", "--json", "--server", f"{ws(first)},{ws(second)}"], env)
+    watcher = LongRunning(["watch", "jobs/", "--json", "--server", f"{ws(first)},{ws(second)}"], env)
     try:
         wait_until(lambda: rest(first, "GET", "/metrics").body.find(b"tally_subscriptions 1") >= 0, WAIT,
                    "the watcher's subscription")
         put_record(first, "jobs/a0", {"n": 0})          # seq 1 on the first hub
-        assert watcher.json_line()["name"] == "jobs/a0"
+        assert watcher.json_line(WAIT)["name"] == "jobs/a0"
         assert first.stop() == 0
-        moved = watcher.stderr_with("reconnected to")
+        moved = watcher.stderr_matching("reconnected to", timeout=WAIT)
         assert f"127.0.0.1:{second.port}" in moved, moved
         # Resumed with since = 1: the second hub's changes after seq 1, not a snapshot.
-        lines = [watcher.json_line(), watcher.json_line()]
+        lines = watcher.json_lines(2, timeout=WAIT)
         assert [(line["name"], line["seq"]) for line in lines] == [("jobs/b1", 2), ("jobs/b2", 3)], lines
         put_record(second, "jobs/b3", {"n": 3})
-        assert watcher.json_line()["name"] == "jobs/b3"
+        assert watcher.json_line(WAIT)["name"] == "jobs/b3"
     finally:
         watcher.stop()
 
