@@ -43,6 +43,8 @@ final class GroupCommitter: @unchecked Sendable {
     /// Used by the writer thread, or by one borrower while `borrower` is set
     /// (handed over under the state's lock, never used by two at once).
     private let backend: any CommitBackend
+    /// The backend, for tests that look at it before the writer starts.
+    var writerBackend: any CommitBackend { backend }
     private let lending: LendingRule
 
     init(backend: any CommitBackend, lending: LendingRule = .standard) {
