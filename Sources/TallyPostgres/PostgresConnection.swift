@@ -178,7 +178,7 @@ package final class PostgresConnection {
         _ = try run(Self.summary(sql)) { handle in PQexec(handle, sql) }
     }
 
-    private func preparedName(of statement: PostgresStatement) throws(PostgresError) -> String {
+    func preparedName(of statement: PostgresStatement) throws(PostgresError) -> String {
         if let name = prepared[statement] { return name }
         preparedCount += 1
         let name = "tally_\(preparedCount)"
@@ -288,7 +288,7 @@ package final class PostgresConnection {
 
     /// The error of a failed call: the server's fields when it sent them;
     /// `.connection` whenever libpq's status says the connection is gone.
-    private func failure(_ result: OpaquePointer?, _ operation: String) -> PostgresError {
+    func failure(_ result: OpaquePointer?, _ operation: String) -> PostgresError {
         func field(_ code: Int32) -> String? {
             guard let result, let value = PQresultErrorField(result, code) else { return nil }
             return String(cString: value)

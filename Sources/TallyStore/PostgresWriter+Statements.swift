@@ -15,7 +15,9 @@ extension PostgresWriter {
         static let lockHead = PostgresStatement("lock head", "SELECT seq FROM tally_head FOR UPDATE")
         // Data-modifying WITH clauses all run, once, whether the outer SELECT
         // reads them or not; a plain SELECT in WITH runs only if read, hence
-        // the count over `notified`. The meta row comes back as it is after
+        // the count over `notified`. A head row not moved divides by zero
+        // (22012), so that the statement fails and the COMMIT sent with it
+        // in one pipeline commits nothing. The meta row comes back as it is after
         // the group: other hubs move its counts too. From $13 on: the
         // group's record, index and idempotency rows (PostgresGroupWrites),
         // each key once, so no two clauses touch one row.
@@ -44,7 +46,7 @@ extension PostgresWriter {
                          SELECT * FROM unnest($27::bytea[], $28::int8[], $29::int8[], $30::bytea[])
                          ON CONFLICT(key) DO UPDATE SET seq = excluded.seq, time = excluded.time,
                              response = excluded.response)
-            SELECT (SELECT count(*) FROM head), (SELECT count(*) FROM notified),
+            SELECT (SELECT 1 / count(*) FROM head), (SELECT count(*) FROM notified),
                    (SELECT floor_seq FROM counted), (SELECT change_count FROM counted),
                    (SELECT change_bytes FROM counted)
             """, parameters: [.int8, .int8, .int8Array, .int8Array, .int8Array, .byteaArray, .byteaArray,

@@ -202,8 +202,9 @@ final class PostgresWriter: CommitBackend {
         }
         if held != base.head || !connection.inTransaction {
             do throws(PostgresError) {
-                try connection.execute(script: "BEGIN")
-                let found = try connection.execute(Statements.lockHead).firstRow().int64(0)
+                // BEGIN and the lock in one round trip.
+                let begun = try connection.pipeline([.command("BEGIN"), .statement(Statements.lockHead, [])])
+                let found = try begun[1].firstRow().int64(0)
                 guard found == base.head else {
                     if found > base.head {
                         heldHead = found
@@ -228,19 +229,11 @@ final class PostgresWriter: CommitBackend {
             }
         }
         do throws(StoreError) {
-            try record(changes, from: base, to: &next)
             if let hook = hooks.beforeCommit { hook(units.map(\.token)) }
             if let error = hooks.failCommit?(units.map(\.token)) { throw error }
             commitSent = SentGroup(expected: base.head, next: next,
                                    lastChange: units.last(where: { !$0.changes.isEmpty })?.changes.last)
-            try run { () throws(PostgresError) in
-                let result = try connection.query("COMMIT")
-                guard result.commandStatus == "COMMIT" else {
-                    throw PostgresError(kind: .server, sqlState: "25P02",
-                                        message: "the server rolled the transaction back (\(result.commandStatus))",
-                                        operation: "commit")
-                }
-            }
+            try recordAndCommit(changes, from: base, to: &next)
         } catch {
             rollBack()
             return .failed(unitIndex: nil, error)
@@ -262,34 +255,47 @@ final class PostgresWriter: CommitBackend {
         var priors: [[UInt8]] = []
     }
 
-    /// One statement ends every group: it moves the head row from the head
-    /// the group follows, inserts the changes gathered, counts them in the
-    /// meta row and notifies — one round trip instead of one per change.
-    /// The head row is moved even when the group adds no change. `next`
-    /// takes the meta row's counts as they are after the group (other
-    /// hubs' groups and pruning move them too).
-    private func record(_ changes: ChangeColumns, from current: SQLiteWriter.Meta,
-                        to next: inout SQLiteWriter.Meta) throws(StoreError) {
+    /// One statement ends every group, sent with the COMMIT in one round
+    /// trip: it moves the head row from the head the group follows,
+    /// inserts the changes gathered, counts them in the meta row and
+    /// notifies — one round trip instead of one per change. The head row
+    /// is moved even when the group adds no change. `next` takes the meta
+    /// row's counts as they are after the group (other hubs' groups and
+    /// pruning move them too).
+    private func recordAndCommit(_ changes: ChangeColumns, from current: SQLiteWriter.Meta,
+                                 to next: inout SQLiteWriter.Meta) throws(StoreError) {
         // A notification only for a group that added changes, delivered at
         // COMMIT ("if a NOTIFY is executed inside a transaction, the notify
         // events are not delivered until and unless the transaction is committed").
-        let row = try run { () throws(PostgresError) in
-            try connection.execute(Statements.recordGroup, [
-                .int8(next.head), .int8(current.head),
-                .int8Array(changes.seqs), .int8Array(changes.times), .int8Array(changes.kinds),
-                .byteaArray(changes.names), .byteaArray(changes.messages),
-                .int8(next.changeCount - current.changeCount), .int8(next.changeBytes - current.changeBytes),
-                .bool(next.head != current.head), .text(Self.channel), .byteaArray(changes.priors),
-            ] + changes.rows.parameters).firstRow()
-        }
-        let moved = try run { () throws(PostgresError) in try row.int64(0) }
-        guard moved == 1 else {
+        let results: [PostgresResult]
+        do throws(PostgresError) {
+            results = try connection.pipeline([
+                .statement(Statements.recordGroup, [
+                    .int8(next.head), .int8(current.head),
+                    .int8Array(changes.seqs), .int8Array(changes.times), .int8Array(changes.kinds),
+                    .byteaArray(changes.names), .byteaArray(changes.messages),
+                    .int8(next.changeCount - current.changeCount), .int8(next.changeBytes - current.changeBytes),
+                    .bool(next.head != current.head), .text(Self.channel), .byteaArray(changes.priors),
+                ] + changes.rows.parameters),
+                .command("COMMIT"),
+            ])
+        } catch {
+            // The head row was not where the group expected it (the lock
+            // taken at BEGIN makes that a bug elsewhere, not a race).
+            guard error.sqlState == "22012" else { throw StoreError(error) }
+            rollBack()
             let found = try run { () throws(PostgresError) in
                 try connection.execute(Statements.readHead).firstRow().int64(0)
             }
             throw StoreError.headMoved(found: found, expected: current.head)
         }
+        guard results[1].commandStatus == "COMMIT" else {
+            throw StoreError(PostgresError(kind: .server, sqlState: "25P02",
+                                           message: "the server rolled the transaction back (\(results[1].commandStatus))",
+                                           operation: "commit"))
+        }
         try run { () throws(PostgresError) in
+            let row = try results[0].firstRow()
             next.floor = try row.int64(2)
             next.changeCount = try row.int64(3)
             next.changeBytes = try row.int64(4)
