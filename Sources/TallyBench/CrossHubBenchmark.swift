@@ -17,12 +17,12 @@ public struct CrossHubBenchmark: Sendable {
 
     /// The PostgreSQL database the hubs share.
     public var store: String
-    public var subscribers = 100
-    public var rate = 100
+    /// What every round shares (subscribers, rate, threads); its store,
+    /// hubs and seconds are set per round.
+    public var template = FanoutBenchmark(broker: .tally, mode: .records)
     /// Publishing time per path, shared among the rounds.
     public var seconds = 10.0
     public var rounds = 3
-    public var threads = 1
 
     public init(store: String) {
         self.store = store
@@ -41,10 +41,7 @@ public struct CrossHubBenchmark: Sendable {
     public func run(log: (String) -> Void, roundFailed: (String, FanoutBenchmark.Failure) -> Void) -> Outcome {
         var outcome = Outcome()
         var results: [Path: [FanoutBenchmark.Result]] = [:]
-        var bench = FanoutBenchmark(broker: .tally, mode: .records)
-        bench.subscribers = subscribers
-        bench.rate = rate
-        bench.threads = threads
+        var bench = template
         bench.seconds = seconds / Double(max(1, rounds))
         for round in 1...max(1, rounds) {
             for path in Path.allCases {

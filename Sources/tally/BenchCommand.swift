@@ -265,11 +265,11 @@ enum BenchCommand {
         }
         try checkPostgresURL(store)
         var bench = CrossHubBenchmark(store: store)
-        bench.subscribers = try a.int("subscribers", in: 1...20_000) ?? 100
-        bench.rate = try a.int("rate", in: 1...100_000) ?? 100
+        bench.template.subscribers = try a.int("subscribers", in: 1...20_000) ?? 100
+        bench.template.rate = try a.int("rate", in: 1...100_000) ?? 100
+        bench.template.threads = try a.int("threads", in: 1...64) ?? 1
         bench.seconds = try seconds(a, "seconds", default: 10)
         bench.rounds = try a.int("rounds", in: 1...100) ?? 3
-        bench.threads = try a.int("threads", in: 1...64) ?? 1
         return .crossHub(bench)
     }
 
