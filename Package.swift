@@ -99,7 +99,7 @@ let package = Package(
         // Helpers shared by the test targets (temporary directories, …).
         .target(name: "TallyTestSupport", swiftSettings: strict),
         // A restartable hub in the test process, for the client and mirror tests.
-        .target(name: "TallyHubTestSupport", dependencies: ["TallyServer", "TallyTestSupport"], swiftSettings: strict),
+        .target(name: "TallyHubTestSupport", dependencies: ["TallyServer", "TallyNet", "TallyTestSupport"], swiftSettings: strict),
         .testTarget(name: "TallyConcurrencyTests", dependencies: ["TallyConcurrency", "TallyTestSupport"]),
         .testTarget(name: "TallyHTTPTests", dependencies: ["TallyHTTP"]),
         .testTarget(name: "TallyProtocolTests", dependencies: ["TallyProtocol"]),
@@ -118,7 +118,7 @@ let package = Package(
                     dependencies: ["TallyConcurrency", "TallyNet", "TallyServer", "TallyTestSupport", "TallyBench"]),
         .testTarget(name: "TallyClientTests",
                     dependencies: ["TallyConcurrency", "TallyClient", "TallyServer", "TallyNet", "TallyProtocol",
-                                   "TallyTestSupport", "TallyHubTestSupport"]),
+                                   "TallyHTTP", "TallyWebSocket", "TallyTestSupport", "TallyHubTestSupport"]),
         .testTarget(name: "TallyIntakeTests",
                     dependencies: ["TallyIntake", "TallyClient", "TallyServer", "TallyProtocol", "TallyTestSupport",
                                    "TallyHubTestSupport"]),

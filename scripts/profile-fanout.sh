@@ -5,11 +5,16 @@
 # difference, divided by the 2N × 100 extra deliveries, leaves out start-up,
 # connecting and shutdown.
 # Usage: scripts/profile-fanout.sh [N]   (default 200; needs python3 with websockets)
+#   TALLY=BIN profiles another release binary (a baseline) instead of this build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200}
-swift build -c release --product tally >/dev/null
-tally=.build/release/tally
+if [ -n "${TALLY:-}" ]; then
+  tally=$TALLY
+else
+  swift build -c release --product tally >/dev/null
+  tally=.build/release/tally
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 . scripts/lib/callgrind-serve.sh

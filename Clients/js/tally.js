@@ -4,7 +4,9 @@
 // exponential backoff and full jitter, says hello again (with the token),
 // and resubscribes every subscription with `since` = the last sequence number
 // it saw, so it receives exactly what it missed (or a fresh snapshot when the
-// hub says `resnapshot`). Clients/js/README.md describes the API.
+// hub says `resnapshot`). Given several hubs of one cluster (hubs on one
+// PostgreSQL database share their seqs) it goes round them, resuming the
+// same way on whichever answers. Clients/js/README.md describes the API.
 
 import { Subscription } from "./subscription.js";
 import { conflictResolution } from "./conflicts.js";
@@ -24,6 +26,15 @@ export const State = Object.freeze({
   offline: "offline", //       not trying: closed, refused (bad token), or the browser is offline
 });
 
+/** Codes that say nothing about the request itself: sent again later (a
+ *  write with its `idem` key), it may succeed. `storage_failed` (the hub's
+ *  disk), `unavailable` (the hub cannot reach its database: the write was
+ *  not acknowledged) and `shutting_down` are the hub's own "not now": the
+ *  client leaves that connection for the next (hub) when one comes with a
+ *  hello or a subscribe. */
+export const RETRYABLE_CODES = Object.freeze(["disconnected", "timeout", "storage_failed", "unavailable", "shutting_down"]);
+const HUB_NOT_NOW = new Set(["storage_failed", "unavailable", "shutting_down"]);
+
 /** A refused request: `code` is the hub's stable error code (`conflict`,
  *  `not_found`, …) or one of the client's own: `disconnected` (the
  *  connection dropped before the reply; the request may or may not have
@@ -34,6 +45,10 @@ export class TallyError extends Error {
     this.name = "TallyError";
     this.code = code;
     this.details = details;
+  }
+  /** Whether sending it again later (with the same `idem`) may succeed. */
+  get retryable() {
+    return RETRYABLE_CODES.includes(this.code);
   }
   static fromReply(reply) {
     const error = reply.error || {};
@@ -62,8 +77,12 @@ export function backoffDelay(attempt, { initialDelayMs = 250, maxDelayMs = 15000
 }
 
 /**
- * One hub connection, kept alive. Options:
- * - `url`: `ws://host:port/v1/ws` (default: the page's own hub); http(s) URLs work too
+ * One hub connection, kept alive. `new Tally(options)`, or
+ * `new Tally(url, options)` with `url` a URL or an array of them. Options:
+ * - `url`: `ws://host:port/v1/ws` (default: the page's own hub); http(s) URLs work too.
+ *   An array names several hubs of one cluster: the first is tried first,
+ *   and every lost or failed connection moves to the next, round and round,
+ *   the backoff growing per round over the list
  * - `token`: bearer token, sent in `hello` (never over plain ws:// to a host
  *   that is not loopback unless `insecure: true`)
  * - `client`: the name shown in the hub's logs (default "tally-js/1")
@@ -72,10 +91,17 @@ export function backoffDelay(attempt, { initialDelayMs = 250, maxDelayMs = 15000
  * - `WebSocket`: a WebSocket class (default: the global one)
  */
 export class Tally {
-  constructor(options = {}) {
+  constructor(urlOrOptions = {}, more = {}) {
+    const given = typeof urlOrOptions === "string" || Array.isArray(urlOrOptions) ? { ...more, url: urlOrOptions } : urlOrOptions;
     this.options = { client: "tally-js/1", hello: true, reconnect: true, initialDelayMs: 250, maxDelayMs: 15000,
-      requestTimeoutMs: 15000, maxRetryAfterMs: 10000, insecure: false, ...options };
-    this.url = normalizeURL(this.options.url || defaultURL());
+      requestTimeoutMs: 15000, maxRetryAfterMs: 10000, insecure: false, ...given };
+    const listed = [this.options.url ?? []].flat().filter((url) => url !== undefined && url !== null && url !== "");
+    /** Every hub, normalized, each once, in the order they are tried. */
+    this.urls = [...new Set((listed.length > 0 ? listed : [defaultURL()]).map(normalizeURL))];
+    /** Which of `urls` the current (or next) connection is for. */
+    this.hubIndex = 0;
+    /** The hub connected to (or tried next). */
+    this.url = this.urls[0];
     this.token = this.options.token ?? null;
     this.state = State.offline;
     this.user = null;
@@ -130,8 +156,10 @@ export class Tally {
   /** Starts connecting (and keeps reconnecting). Resolves once live; rejects
    *  when the hub refuses the token or the URL would expose it. */
   connect() {
-    if (this.token && !this.options.insecure && this.url.startsWith("ws://") && !isLoopback(this.url)) {
-      const error = new TallyError("insecure", `refusing to send a token in clear text to ${new URL(this.url).host}: use https/wss, or insecure: true`);
+    // Every hub of the list: a failover must not send the token in clear either.
+    const exposed = this.token && !this.options.insecure && this.urls.find((url) => url.startsWith("ws://") && !isLoopback(url));
+    if (exposed) {
+      const error = new TallyError("insecure", `refusing to send a token in clear text to ${new URL(exposed).host}: use https/wss, or insecure: true`);
       this.setState(State.offline, { error });
       return Promise.reject(error);
     }
@@ -167,10 +195,10 @@ export class Tally {
     this.setState(State.offline, { closed: true });
   }
 
-  /** A new token (after a login): reconnects with it. */
+  /** A new token (after a login): reconnects with it, to the same hub. */
   setToken(token) {
     this.token = token || null;
-    if (this.wanted) { this.dropSocket(); }
+    if (this.wanted) { this.dropSocket(false, true); }
   }
 
   open() {
@@ -189,7 +217,12 @@ export class Tally {
     socket.onopen = () => { if (generation === this.generation) this.opened(); };
     socket.onmessage = (event) => { if (generation === this.generation) this.received(event.data); };
     socket.onclose = (event) => { if (generation === this.generation) this.lost({ code: event.code, reason: event.reason }); };
-    socket.onerror = () => { /* onclose follows */ };
+    socket.onerror = () => {
+      // A failed connection is lost here: not every failure is followed by
+      // onclose (Chromium's refusal by the page's Content-Security-Policy,
+      // node 20's refused connect), and a later onclose is stale.
+      if (generation === this.generation && socket.readyState !== 1) this.lost({ code: 1006, reason: "the connection failed" });
+    };
   }
 
   async opened() {
@@ -255,20 +288,29 @@ export class Tally {
     this.scheduleReconnect(detail);
   }
 
-  dropSocket(quiet = false) {
+  /** Closes the socket and reconnects: to the next hub, unless `stay`. */
+  dropSocket(quiet = false, stay = false) {
     const socket = this.socket;
-    if (!socket) { if (this.wanted && !this.timer) this.scheduleReconnect({}); return; }
+    if (!socket) { if (this.wanted && !this.timer) this.scheduleReconnect({ stay }); return; }
     if (quiet) { this.socket = null; this.generation += 1; }
     try { socket.close(1000, "reconnecting"); } catch { /* gone */ }
-    if (!quiet) this.lost({ code: 1000, reason: "reconnecting" });
+    if (!quiet) this.lost({ code: 1000, reason: "reconnecting", stay });
   }
 
   scheduleReconnect(detail) {
     clearTimeout(this.timer);
+    // The next hub of the list (the one after the hub lost or refused).
+    if (!detail.stay && this.urls.length > 1) {
+      this.hubIndex = (this.hubIndex + 1) % this.urls.length;
+      this.url = this.urls[this.hubIndex];
+    }
     if (this.offlineInBrowser()) { this.setState(State.offline, { ...detail, browserOffline: true }); return; }
-    const delay = backoffDelay(this.attempt, this.options);
+    // The backoff grows per round over the list: a dead hub costs one
+    // attempt before its neighbour is tried.
+    const delay = backoffDelay(Math.floor(this.attempt / this.urls.length), this.options);
     this.attempt += 1;
-    this.setState(this.everLive ? State.reconnecting : State.connecting, { ...detail, retryInMs: delay, attempt: this.attempt, force: true });
+    this.setState(this.everLive ? State.reconnecting : State.connecting,
+      { ...detail, retryInMs: delay, attempt: this.attempt, url: this.url, force: true });
     this.timer = setTimeout(() => { this.timer = null; if (this.wanted) this.open(); }, delay);
   }
 
@@ -519,7 +561,10 @@ export class Tally {
     } catch (error) {
       sub.sending = false;
       sub.early = null;
-      if (error instanceof TallyError && !["disconnected", "closed", "timeout"].includes(error.code)) {
+      // The hub's "not now" (unavailable, storage_failed…) fails the round:
+      // the connection is dropped and the subscription sent again on the
+      // next one, like a lost connection.
+      if (error instanceof TallyError && !["disconnected", "closed", "timeout", ...HUB_NOT_NOW].includes(error.code)) {
         // The hub refused it (forbidden, bad_name…): retrying will not help.
         this.subscriptions.delete(sub);
         sub.failed = error;

@@ -11,7 +11,7 @@
 // Query parameters: ?linger=SECONDS (how long delivered and cancelled
 // orders, done and failed jobs stay; default 30).
 
-import { Tally, State, TallyError } from "/js/tally.js";
+import { Tally, State, TallyError, defaultURL } from "/js/tally.js";
 import { $, el, duration } from "./ui.js";
 import { followConflicts } from "./conflicts.js";
 
@@ -42,7 +42,26 @@ const label = (stage) => LABELS[stage] ?? (stage ? stage[0].toUpperCase() + stag
 /** Roles that only look: they get no buttons (the hub would refuse them anyway). */
 const VIEW_ONLY_ROLES = new Set(["dashboard", "client"]);
 
-const hub = new Tally({ token: localStorage.getItem(TOKEN_KEY) || undefined, client: "tally-board/1" });
+/** The hubs the board goes round: the one that served this page first, then
+ *  its peers (GET /v1/hubs: the other hubs of its cluster, which share its
+ *  seqs), each once. A hub that does not list them (an older one) or does
+ *  not answer within 2 s leaves the board with its own alone. */
+async function hubList() {
+  const own = defaultURL();
+  try {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), 2000);
+    const response = await fetch("/v1/hubs", { signal: controller.signal });
+    clearTimeout(timer);
+    const body = response.ok ? await response.json() : null;
+    const peers = Array.isArray(body?.hubs) ? body.hubs.filter((url) => typeof url === "string" && url !== "") : [];
+    return [...new Set([own, ...peers])];
+  } catch {
+    return [own];
+  }
+}
+
+const hub = new Tally(await hubList(), { token: localStorage.getItem(TOKEN_KEY) || undefined, client: "tally-board/1" });
 window.tallyBoard = { hub }; // for the console and for tests
 
 const orders = new Map(); // name → envelope
@@ -268,7 +287,11 @@ hub.onState((state, detail) => {
   const badge = $("connection");
   badge.dataset.state = state;
   badge.querySelector(".label").textContent = STATE_LABELS[state] ?? state;
-  badge.title = detail.retryInMs !== undefined ? `next try in ${(detail.retryInMs / 1000).toFixed(1)} s` : "";
+  // Which hub of the cluster it is on (or tries next).
+  badge.dataset.hub = hub.url;
+  const where = hub.urls.length > 1 ? new URL(hub.url).host : null;
+  badge.title = detail.retryInMs !== undefined ? `next try${where ? ` (${where})` : ""} in ${(detail.retryInMs / 1000).toFixed(1)} s`
+    : state === State.live && where ? `connected to ${where}` : "";
   document.body.dataset.connection = state;
   if (state === State.live && !$("notice").textContent.startsWith("This token's role")) notice(null);
   if (detail.error?.code === "unauthorized") openLogin(hub.token ? "The hub did not accept this token." : "This hub needs a token.");

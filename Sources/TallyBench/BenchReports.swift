@@ -44,7 +44,7 @@ extension FanoutRounds.Outcome {
 }
 
 extension WriteBenchmark {
-    public static let reportHeader = ["writers", "records", "durability", "acked writes", "errors", "writes/s", "p50 (ms)",
+    public static let reportHeader = ["writers", "records", "store", "durability", "acked writes", "errors", "writes/s", "p50 (ms)",
                                       "p99 (ms)", "max (ms)", "hub CPU (s)", "CPU/write (µs)", "commits", "writes/commit",
                                       "mean commit (ms)"]
 
@@ -52,7 +52,7 @@ extension WriteBenchmark {
     public func reportRow(_ r: Result) -> [String] {
         let perCommit = r.commits.map { $0 > 0 ? format(Double(r.acknowledged) / Double($0), 1) : "n/a" } ?? "n/a"
         let meanCommit = r.commits.flatMap { c in r.commitSeconds.map { c > 0 ? format($0 * 1000 / Double(c), 2) : "n/a" } } ?? "n/a"
-        return [String(writers), records.map { "random of \($0)" } ?? "1000 per writer", durability,
+        return [String(writers), records.map { "random of \($0)" } ?? "1000 per writer", storeLabel, durability,
                 String(r.acknowledged), String(r.errors), format(r.writesPerSecond, 0),
                 format(r.latency.p50 / 1000, 2), format(r.latency.p99 / 1000, 2),
                 format(r.latency.max / 1000, 1), format(r.hubCPUSeconds, 2), format(r.cpuMicrosPerWrite, 1),

@@ -11,6 +11,8 @@ public enum BenchRun: Sendable {
     /// Idle connections, from `threads` client loops.
     case connections(ConnectionsBenchmark, threads: Int)
     case fanout(FanoutRounds)
+    /// Delivery on one hub and across hubs on a PostgreSQL store.
+    case crossHub(CrossHubBenchmark)
     /// The template run once per writer count, against a fresh hub each.
     case writes(WriteBenchmark, writerCounts: [Int])
     case startup(BrokerStartupBenchmark)
@@ -56,6 +58,9 @@ public enum BenchRun: Sendable {
             (report.tables, report.failed) = ([r.report], r.failed > 0)
         case .fanout(let rounds):
             let outcome = rounds.run(log: log) { round, error in rowFailed(round, error) }
+            (report.tables, report.failed) = ([outcome.report], outcome.failed)
+        case .crossHub(let bench):
+            let outcome = bench.run(log: log) { round, error in rowFailed(round, error) }
             (report.tables, report.failed) = ([outcome.report], outcome.failed)
         case .writes(let template, let counts):
             var rows = [WriteBenchmark.reportHeader]

@@ -41,6 +41,12 @@ public struct FanoutBenchmark: Sendable {
     public var compression = false
     /// The Tally hub's --durability (full, normal or off).
     public var durability = "full"
+    /// Tally on a PostgreSQL store (`--store`) instead of SQLite.
+    public var store: String?
+    /// With `store`: the subscribers on a second hub on the same store, so
+    /// every update crosses from the publisher's hub to theirs (the CPU
+    /// figures are both hubs').
+    public var crossHub = false
     public init(broker: BrokerProcess.Kind, mode: Mode) {
         self.broker = broker
         self.mode = mode
@@ -113,14 +119,34 @@ public struct FanoutBenchmark: Sendable {
         let work = makeTemporaryDirectory("tally-fanout")
         defer { removeTree(work) }
         let process: BrokerProcess
+        // The hub the subscribers use: `process`, or a second one on its store.
+        var subscriberHub: BrokerProcess?
+        let arguments = ["--durability", durability] + (store.map { ["--store", $0] } ?? [])
         do {
             switch broker {
-            case .tally: process = try .tally(dataDirectory: work + "/data", workDirectory: work,
-                                              extraArguments: ["--durability", durability])
+            case .tally: process = try .tally(dataDirectory: work + "/data", workDirectory: work, extraArguments: arguments)
             case .mosquitto: process = try .mosquitto(workDirectory: work)
             }
         } catch { throw .broker(error) }
-        defer { process.terminate() }
+        if broker == .tally, crossHub, store != nil {
+            let other = work + "/second"
+            mkdir(other, 0o700)
+            do {
+                subscriberHub = try .tally(dataDirectory: other + "/data", workDirectory: other, extraArguments: arguments)
+            } catch {
+                process.terminate()
+                throw .broker(error)
+            }
+        }
+        defer {
+            process.terminate()
+            subscriberHub?.terminate()
+        }
+        let hubs = [process] + (subscriberHub.map { [$0] } ?? [])
+        func cpuSeconds() -> Double? {
+            let each = hubs.compactMap { $0.cpuSeconds() }
+            return each.count == hubs.count ? each.reduce(0, +) : nil
+        }
 
         var options = WebSocketOptions()
         options.deflate.enabled = compression
@@ -136,7 +162,7 @@ public struct FanoutBenchmark: Sendable {
         // Subscribers: connect, subscribe, wait for every acknowledgement.
         let broker = self.broker, mode = self.mode
         log("\(broker.rawValue) pid \(process.pid) on port \(process.port): opening \(subscribers) subscribers")
-        let opened = openConnections(count: subscribers, url: process.url, group: group, options: options,
+        let opened = openConnections(count: subscribers, url: (subscriberHub ?? process).url, group: group, options: options,
                                      subprotocols: subprotocols) { index, _ in
             FanoutSubscriber(state: state, hello: Self.subscribeMessages(broker: broker, mode: mode, index: index))
         }
@@ -169,16 +195,16 @@ public struct FanoutBenchmark: Sendable {
         usleep(200_000)   // let the handshakes' work settle before measuring
         // The broker's CPU while the subscribers sit idle (timers, keep-alive
         // work): a floor under every per-message figure.
-        let idleStart = nanos(), idleCPUBefore = process.cpuSeconds() ?? 0
+        let idleStart = nanos(), idleCPUBefore = cpuSeconds() ?? 0
         sleep(untilNanos: idleStart + UInt64(idleSeconds * 1e9))
-        let idleCPU = ((process.cpuSeconds() ?? idleCPUBefore) - idleCPUBefore) / (Double(nanos() - idleStart) / 1e9)
+        let idleCPU = ((cpuSeconds() ?? idleCPUBefore) - idleCPUBefore) / (Double(nanos() - idleStart) / 1e9)
 
         let updates = max(1, Int((Double(rate) * seconds).rounded()))
         let expected = mode == .recordPerSub ? updates : updates * subscribers
         log("publishing \(updates) updates at \(rate)/s to \(subscribers) subscribers (\(mode.rawValue))")
         let interval = 1e9 / Double(rate)
         let loop = publisherSocket.loop
-        let cpuBefore = process.cpuSeconds() ?? 0
+        let cpuBefore = cpuSeconds() ?? 0
         let start = nanos() + 1_000_000
         for i in 0..<updates {
             sleep(untilNanos: start + UInt64(Double(i) * interval))
@@ -188,7 +214,7 @@ public struct FanoutBenchmark: Sendable {
         let deadline = publishEnd + UInt64(drainSeconds * 1e9)
         state.deadline.store(deadline, ordering: .relaxed)
         _ = waitUntil(seconds: drainSeconds) { state.delivered.load(ordering: .relaxed) >= expected }
-        let cpuAfter = process.cpuSeconds() ?? cpuBefore
+        let cpuAfter = cpuSeconds() ?? cpuBefore
         let rss = process.residentKiB()
         // After the deadline everything that arrives counts as late; close and collect.
         if nanos() < deadline { state.deadline.store(nanos(), ordering: .relaxed) }

@@ -21,7 +21,19 @@ public struct WriteBenchmark: Sendable {
     public var namesPerWriter = 1000
     /// Client event-loop threads.
     public var threads = 1
+    /// A PostgreSQL store (`tally serve --store`) instead of SQLite in the
+    /// data directory; the database may hold earlier runs' records.
+    public var store: String?
+    /// Hub children on `store`, the writers spread over them in turn (one
+    /// unless there is a shared store).
+    public var hubs = 1
     public init() {}
+
+    /// The store as the report names it.
+    var storeLabel: String {
+        guard store != nil else { return "sqlite" }
+        return hubs == 1 ? "postgres" : "postgres, \(hubs) hubs"
+    }
 
     public struct Result: Sendable {
         public var writers: Int
@@ -42,12 +54,17 @@ public struct WriteBenchmark: Sendable {
     public func run(log: (String) -> Void) throws(FanoutBenchmark.Failure) -> Result {
         let work = makeTemporaryDirectory("tally-writes")
         defer { removeTree(work) }
-        let process: BrokerProcess
-        do {
-            process = try .tally(dataDirectory: work + "/data", workDirectory: work,
-                                 extraArguments: ["--durability", durability])
-        } catch { throw .broker(error) }
-        defer { process.terminate() }
+        var processes: [BrokerProcess] = []
+        defer { for process in processes { _ = process.terminate() } }
+        for hub in 0..<max(1, hubs) {
+            let directory = work + "/hub\(hub)"
+            mkdir(directory, 0o700)
+            do {
+                processes.append(try .tally(dataDirectory: directory + "/data", workDirectory: directory,
+                                            extraArguments: ["--durability", durability]
+                                                + (store.map { ["--store", $0] } ?? [])))
+            } catch { throw .broker(error) }
+        }
         let group: EventLoopGroup
         do { group = try EventLoopGroup(threads: threads) } catch { throw .connect("\(error)") }
         defer { group.shutdown() }
@@ -56,20 +73,29 @@ public struct WriteBenchmark: Sendable {
         options.deflate.enabled = false
         let state = WriteState()
         let records = self.records, namesPerWriter = self.namesPerWriter
-        log("tally pid \(process.pid) on port \(process.port), durability \(durability): opening \(writers) writers")
-        let opened = openConnections(count: writers, url: process.url, group: group, options: options) { index, socket in
-            let writer = Writer(index: index, state: state, records: records, namesPerWriter: namesPerWriter,
-                                socket: socket)
-            state.writers.withLock { $0.append((LoopBound(writer, on: socket.loop), socket.loop)) }
-            return writer
-        }
-        if opened.failed > 0 {
-            throw .connect("\(opened.failed) of \(writers) connections failed: \(opened.firstError.map { "\($0)" } ?? "?")")
+        log("tally pid \(processes.map { String($0.pid) }.joined(separator: ",")) on port "
+            + "\(processes.map { String($0.port) }.joined(separator: ",")), \(storeLabel), durability \(durability): "
+            + "opening \(writers) writers")
+        var sockets: [LoopBound<WebSocket>] = []
+        for (hub, process) in processes.enumerated() {
+            // Writer w goes to hub w mod hubs.
+            let here = (0..<writers).filter { $0 % processes.count == hub }
+            guard !here.isEmpty else { continue }
+            let opened = openConnections(count: here.count, url: process.url, group: group, options: options) { index, socket in
+                let writer = Writer(index: here[index], state: state, records: records, namesPerWriter: namesPerWriter,
+                                    socket: socket)
+                state.writers.withLock { $0.append((LoopBound(writer, on: socket.loop), socket.loop)) }
+                return writer
+            }
+            if opened.failed > 0 {
+                throw .connect("\(opened.failed) of \(here.count) connections failed: \(opened.firstError.map { "\($0)" } ?? "?")")
+            }
+            sockets += opened.sockets
         }
         usleep(200_000)
 
-        let metricsBefore = httpGet(port: process.port, path: "/metrics")
-        let cpuBefore = process.cpuSeconds() ?? 0
+        let metricsBefore = processes.map { httpGet(port: $0.port, path: "/metrics") }
+        let cpuBefore = processes.map { $0.cpuSeconds() ?? 0 }.reduce(0, +)
         let start = nanos()
         let end = start + UInt64(seconds * 1e9)
         state.end.store(end, ordering: .relaxed)
@@ -77,20 +103,24 @@ public struct WriteBenchmark: Sendable {
             loop.execute { writer.value.start() }
         }
         sleep(untilNanos: end)
-        let cpuAfter = process.cpuSeconds() ?? cpuBefore
-        let metricsAfter = httpGet(port: process.port, path: "/metrics")
+        let cpuAfter = processes.map { $0.cpuSeconds() ?? 0 }.reduce(0, +)
+        let metricsAfter = processes.map { httpGet(port: $0.port, path: "/metrics") }
         // Writes in flight at the end are answered but not counted.
-        _ = waitUntil(seconds: 10) { state.finished.load(ordering: .relaxed) >= opened.sockets.count }
-        for socket in opened.sockets { socket.execute { $0.close() } }
-        _ = waitUntil(seconds: 10) { state.closed.load(ordering: .relaxed) >= opened.sockets.count }
+        _ = waitUntil(seconds: 10) { state.finished.load(ordering: .relaxed) >= sockets.count }
+        for socket in sockets { socket.execute { $0.close() } }
+        _ = waitUntil(seconds: 10) { state.closed.load(ordering: .relaxed) >= sockets.count }
         if let error = state.firstError.withLock({ $0 }) { log("first error reply: \(error)") }
 
+        // Summed over the hubs.
         var commits: Int?, commitSeconds: Double?
-        if let before = metricsBefore, let after = metricsAfter,
-           let c0 = prometheusValue(before, "tally_commits_total"), let c1 = prometheusValue(after, "tally_commits_total") {
-            commits = Int(c1 - c0)
+        for (before, after) in zip(metricsBefore, metricsAfter) {
+            guard let before, let after, let c0 = prometheusValue(before, "tally_commits_total"),
+                  let c1 = prometheusValue(after, "tally_commits_total") else { continue }
+            commits = (commits ?? 0) + Int(c1 - c0)
             if let s0 = prometheusValue(before, "tally_commit_latency_seconds_sum"),
-               let s1 = prometheusValue(after, "tally_commit_latency_seconds_sum") { commitSeconds = s1 - s0 }
+               let s1 = prometheusValue(after, "tally_commit_latency_seconds_sum") {
+                commitSeconds = (commitSeconds ?? 0) + s1 - s0
+            }
         }
         let samples = state.latencies.withLock { $0 }
         return Result(writers: writers, durability: durability, records: records,

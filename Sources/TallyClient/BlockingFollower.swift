@@ -2,10 +2,12 @@
 import TallyProtocol
 
 /// One subscription followed over `BlockingTallyClient` connections
-/// (`tally watch`): a lost connection is replaced a second later and the
-/// subscription resumed from the last seq seen, so nothing is missed or
-/// repeated while the hub's change log reaches back (else the hub answers
-/// with the current state, a resnapshot).
+/// (`tally watch`): a lost connection is replaced a second later — by one
+/// to the next hub of the list, going round it, when there are several —
+/// and the subscription resumed from the last seq seen, so nothing is
+/// missed or repeated while the hub's change log reaches back (else the hub
+/// answers with the current state, a resnapshot). Hubs of one cluster
+/// share their seqs, so the resume holds across them.
 public struct BlockingFollower {
     public enum Event {
         /// A connection after a lost one is subscribed again.
@@ -37,6 +39,8 @@ public struct BlockingFollower {
     public mutating func run(_ handle: (Event) -> Bool) throws(HubError) {
         var firstAttempt = true
         var going = true
+        /// The hub to try first: the one after the hub last lost.
+        var start = 0
         /// Hands an event over; false once the caller wants no more.
         func deliver(_ event: Event) -> Bool {
             going = going && handle(event)
@@ -45,12 +49,14 @@ public struct BlockingFollower {
         while going {
             let client: BlockingTallyClient
             do {
-                client = try BlockingTallyClient(access: access)
+                client = try BlockingTallyClient(access: access.rotated(from: start))
             } catch {
                 if firstAttempt { throw error }
                 sleep(1)
                 continue
             }
+            let hubCount = access.hubs.count
+            start = (start + client.hubIndex + 1) % hubCount
             var message = subscribe
             if let since { message["since"] = .number(JSONNumber(since)) }
             let reply: JSONObject

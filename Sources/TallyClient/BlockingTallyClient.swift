@@ -4,28 +4,58 @@ import TallyNet
 import TallyProtocol
 
 /// A blocking face over `TallyClient` for one-shot commands (`tally get`,
-/// `verify`, the intake stages): connect once, one request at a time, pushes
-/// kept in order for `nextPush`. It does not reconnect: a lost connection
-/// is an error the caller sees, and a command that wants to go on (`tally
-/// watch`) makes a new one.
+/// `verify`, the intake stages): connect once — to the first hub of the
+/// list that can be reached — one request at a time, pushes kept in order
+/// for `nextPush`. It does not reconnect: a lost connection is an error the
+/// caller sees, and a command that wants to go on (`tally watch`, a
+/// request that is safe to repeat: `onFirstReachable`) makes a new one.
 ///
 /// With a token it says `hello` first, so a bad token fails here, before
 /// any command runs; without one it sends no hello (open mode).
 public final class BlockingTallyClient: Sendable {
+    /// The hub this client is connected to.
     public let url: String
+    /// Where `url` is in the access's list: the hub to try after a lost
+    /// connection is the next one.
+    public let hubIndex: Int
+    /// The hubs of the list before `url` that could not be reached, with why.
+    public let passedOver: [HubError]
     private let client: TallyClient
-    private let events = Mailbox()
+    private let events: Mailbox
 
     /// Replies carry records of up to the hub's record limit inside an
     /// envelope, so they may exceed the limits for one client message.
     public static let replyLimits = JSONLimits(maxDepth: 64, maxBytes: 64 << 20, maxStringBytes: 16 << 20,
                                                maxArrayElements: 1_000_000, maxObjectMembers: 1_000_000)
 
-    /// Connects within `connectTimeoutMillis`; `unreachable` when that fails,
-    /// the hub's refusal when it refuses the token.
+    /// Connects to the first of the access's hubs that can be reached, each
+    /// within `connectTimeoutMillis`: a hub that refuses the connection, does
+    /// not answer in time or fails the handshake gives way to the next one.
+    /// `unreachable` (`noneReachable` for a list) when none can be; the
+    /// hub's refusal when it refuses the token; `insecureToken` before any
+    /// connection when the token would go in clear text to any of them.
     public init(access: HubAccess, clientName: String = "tally-cli", connectTimeoutMillis: Int = 5000) throws(HubError) {
-        url = access.url
-        try access.checkTransport(url)
+        try access.checkTransports()
+        var failures: [HubError] = []
+        var connection: (client: TallyClient, events: Mailbox, url: String, index: Int)?
+        for (index, url) in access.urls.enumerated() {
+            do {
+                let (client, events) = try Self.connect(url, token: access.token, clientName: clientName,
+                                                        connectTimeoutMillis: connectTimeoutMillis)
+                connection = (client, events, url, index)
+                break
+            } catch .unreachable(let url, let reason) {
+                failures.append(.unreachable(url: url, reason: reason))
+            }
+        }
+        guard let connection else { throw failures.count == 1 ? failures[0] : .noneReachable(failures) }
+        (client, events, url, hubIndex) = (connection.client, connection.events, connection.url, connection.index)
+        passedOver = failures
+    }
+
+    /// One connection to `url`: live, with the token said in hello.
+    private static func connect(_ url: String, token: String?, clientName: String,
+                                connectTimeoutMillis: Int) throws(HubError) -> (TallyClient, Mailbox) {
         var options = TallyClient.Options()
         options.reconnects = false
         options.sendsHelloWithoutToken = false
@@ -36,8 +66,9 @@ public final class BlockingTallyClient: Sendable {
         // The WebSocket defaults of a plain connection: a quiet hub is fine.
         options.pingIntervalMillis = 30_000
         options.idleTimeoutMillis = 75_000
-        let events = self.events
+        let events = Mailbox()
         options.onPush = { events.post(.push($0)) }
+        let client: TallyClient
         do {
             client = try TallyClient(url: url, token: nil, clientName: clientName, options: options)
         } catch {
@@ -72,19 +103,26 @@ public final class BlockingTallyClient: Sendable {
             client.shutdown()
             throw .unreachable(url: url, reason: reason)
         }
-        if let token = access.token {
+        if let token {
             do {
-                _ = try request(["op": "hello", "protocol": 1, "client": .string(clientName), "token": .string(token)])
+                _ = try request(["op": "hello", "protocol": 1, "client": .string(clientName), "token": .string(token)],
+                                on: client, timeoutMillis: 30_000)
             } catch {
                 client.shutdown()
                 throw error
             }
         }
+        return (client, events)
     }
 
     /// Sends `message` (the client adds its `id`) and waits for the reply,
     /// `ok` and `id` included; the hub's refusal throws `.refused`.
     public func request(_ message: JSONObject, timeoutMillis: Int = 30_000) throws(HubError) -> JSONObject {
+        try Self.request(message, on: client, timeoutMillis: timeoutMillis)
+    }
+
+    private static func request(_ message: JSONObject, on client: TallyClient,
+                                timeoutMillis: Int) throws(HubError) -> JSONObject {
         let done = DispatchSemaphore(value: 0)
         let result = LockedValueBox<Result<JSONObject, ProtocolError>?>(nil)
         client.send(message) { reply in

@@ -41,6 +41,7 @@ extension ClientCore {
         let reply: JSONObject
         switch result {
         case .failure(let error):
+            if error.isHubRetryable { return lost("the hub could not answer the subscription to \(sub.target.key): \(error)") }
             if error.isTransient { return }
             subscriptions[id] = nil
             try? sub.handler(.failed(error))
@@ -109,7 +110,7 @@ extension ClientCore {
             guard let self, generation == self.generation, let sub = self.subscriptions[id], sub.status == .paging else { return }
             switch result {
             case .failure(let error):
-                if !error.isTransient { self.lost("cannot page \(prefix): \(error)") }
+                if !error.isTransient || error.isHubRetryable { self.lost("cannot page \(prefix): \(error)") }
             case .success(let reply):
                 let records = (reply["records"]?.arrayValue ?? []).compactMap { $0.objectValue.flatMap(RecordEnvelope.init(json:)) }
                 // A page read after the snapshot may hold newer records: keep the newer one.
@@ -147,7 +148,7 @@ extension ClientCore {
             case .failure(let error):
                 // A list deleted meanwhile has no next page: its delete push ended the paging.
                 if sub.listPages?.cursor == nil { return self.fetchListPage(sub) }
-                if !error.isTransient { self.lost("cannot page list \(name): \(error)") }
+                if !error.isTransient || error.isHubRetryable { self.lost("cannot page list \(name): \(error)") }
             case .success(let reply):
                 let more = reply["more"] == .bool(true) ? reply["cursor"]?.stringValue : nil
                 if restart, sub.listPages?.cursor != nil, let first = ListEnvelope(json: reply) {

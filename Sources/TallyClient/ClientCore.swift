@@ -23,7 +23,11 @@ final class ClientCore: @unchecked Sendable {
     }
 
     let queue: DispatchQueue
-    let url: String
+    /// The hubs, in the order the client goes round them.
+    let urls: [String]
+    /// Which of `urls` the current (or next) attempt is for.
+    var hubIndex = 0
+    var url: String { urls[hubIndex] }
     let token: String?
     let clientName: String
     let options: TallyClient.Options
@@ -59,9 +63,9 @@ final class ClientCore: @unchecked Sendable {
     static let replyLimits = JSONLimits(maxDepth: 64, maxBytes: 1 << 30, maxStringBytes: 16 << 20,
                                         maxArrayElements: 10_000_000, maxObjectMembers: 1_000_000)
 
-    init(url: String, token: String?, clientName: String, options: TallyClient.Options,
+    init(urls: [String], token: String?, clientName: String, options: TallyClient.Options,
          loop: EventLoop, ownedGroup: EventLoopGroup?) {
-        self.url = url
+        self.urls = urls
         self.token = token
         self.clientName = clientName
         self.options = options
@@ -150,7 +154,10 @@ final class ClientCore: @unchecked Sendable {
         guard generation == self.generation, phase == .hello else { return }
         switch result {
         case .failure(let error):
-            if error.isTransient, error.code != .unauthorized { return }
+            // The client's own failures have ended the connection already; the
+            // hub's "not now" (its database out of reach…) ends it here, so
+            // the next attempt (the next hub) follows.
+            if error.isTransient, error.code != .unauthorized, !error.isHubRetryable { return }
             lost(error.code == .unauthorized ? "the hub refused the token: \(error.message)" : "hello refused: \(error)")
         case .success(let reply):
             helloReply = reply
@@ -200,7 +207,12 @@ final class ClientCore: @unchecked Sendable {
         if let since = liveSince, Self.now() - since >= options.stableMillis { attempt = 0 }
         liveSince = nil
         attempt += 1
-        let delay = options.backoff.delay(attempt: attempt, using: &generator)
+        // The next hub of the list (round and round); the backoff grows per
+        // round over the list, so a dead hub costs no more than one attempt
+        // before its live neighbour is tried.
+        hubIndex = (hubIndex + 1) % urls.count
+        let round = (attempt - 1) / urls.count + 1
+        let delay = options.backoff.delay(attempt: round, using: &generator)
         let failed = inflight.sorted { $0.key < $1.key }
         inflight = [:]
         let error = ProtocolError(.disconnected, "the connection to the hub was lost before the reply (\(reason))")

@@ -55,7 +55,18 @@ extension ProtocolError {
     /// it again (with its idempotency key) later may succeed.
     public var isTransient: Bool {
         switch code {
-        case .disconnected, .timeout, .shuttingDown, .storageFailed, .unauthorized, .badReply: true
+        case .disconnected, .timeout, .shuttingDown, .storageFailed, .unavailable, .unauthorized, .badReply: true
+        default: false
+        }
+    }
+
+    /// True for the hub's own "not now" answers (its store failed, it cannot
+    /// reach its database, it is stopping): this connection cannot serve,
+    /// so the client drops it and tries again — on the next hub when it
+    /// knows several — rather than wait for the hub to close it.
+    public var isHubRetryable: Bool {
+        switch code {
+        case .storageFailed, .unavailable, .shuttingDown: true
         default: false
         }
     }

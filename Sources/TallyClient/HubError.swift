@@ -6,6 +6,9 @@ import TallyProtocol
 public enum HubError: Error, Sendable, Equatable, CustomStringConvertible {
     /// No connection could be made (the reason: resolution, refusal, TLS).
     case unreachable(url: String, reason: String)
+    /// None of several hubs could be reached: each one tried, in order,
+    /// with why (`unreachable` for each).
+    case noneReachable([HubError])
     /// The hub answered with an error object (`code`, `message`, details).
     case refused(JSONObject)
     /// The connection broke or the hub sent something unreadable.
@@ -18,7 +21,13 @@ public enum HubError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .unreachable(let url, let reason):
-            "cannot reach the hub at \(url): \(reason). Is 'tally serve' running? Set --server or TALLY_URL."
+            "cannot reach the hub at \(url): \(reason). Is 'tally serve' running? Set --server or TALLY_SERVER."
+        case .noneReachable(let attempts):
+            "cannot reach any of the \(attempts.count) hubs: "
+                + attempts.map { attempt in
+                    if case .unreachable(let url, let reason) = attempt { "\(url): \(reason)" } else { attempt.description }
+                }.joined(separator: "; ")
+                + ". Is 'tally serve' running? Set --server or TALLY_SERVER."
         case .refused(let error):
             "\(error["message"]?.stringValue ?? "the hub refused the request") (\(error["code"]?.stringValue ?? "error"))"
         case .disconnected(let reason):

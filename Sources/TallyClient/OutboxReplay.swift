@@ -127,15 +127,16 @@ public struct OutboxReplay<Entry: OutboxReplayable>: Sendable {
 /// outboxes use to stop (and keep) or set aside.
 public enum ReplayFailure: Sendable, Equatable {
     /// The failure says nothing about the write — the connection, the hub's
-    /// storage or shutdown, a token to fix, too many requests, an HTTP 5xx,
-    /// 408 or 429: keep the entry and send it again later with its key.
+    /// storage, its database out of reach (`unavailable`) or shutdown, a
+    /// token to fix, too many requests, an HTTP 5xx, 408 or 429: keep the
+    /// entry and send it again later with its key.
     case keep
     /// The hub said no to this write; sending it again will not change that.
     case setAside
 
     /// Error codes that say nothing about the write itself.
-    static let keptCodes: Set<ErrorCode> = [.disconnected, .timeout, .shuttingDown, .storageFailed, .unauthorized,
-                                           .badReply, ErrorCode(rawValue: "too_many_requests")]
+    static let keptCodes: Set<ErrorCode> = [.disconnected, .timeout, .shuttingDown, .storageFailed, .unavailable,
+                                           .unauthorized, .badReply, ErrorCode(rawValue: "too_many_requests")]
 
     /// - Parameter httpStatus: the status of a REST answer, if it was one.
     public init(code: ErrorCode, httpStatus: Int? = nil) {

@@ -8,13 +8,18 @@ import TallyProtocol
 /// (`Connection: close`), a body streamed from memory or a file in chunks
 /// with progress, the response read whole by `HTTPResponseParser`.
 ///
-/// It refuses to put the token on a plain-text connection to a host that is
-/// not loopback (`HubAccess.checkTransport`) before it opens any socket, and
-/// sends the token as `Authorization: Bearer`.
+/// A request goes to the first of the access's hubs that accepts the
+/// connection: one that cannot be reached gives way to the next, before
+/// a byte of the request is sent. It refuses to put the token on a
+/// plain-text connection to a host that is not loopback
+/// (`HubAccess.checkTransport`, for every hub of the list) before it opens
+/// any socket, and sends the token as `Authorization: Bearer`.
 public struct RESTClient: Sendable {
     public let access: HubAccess
-    /// The hub's base URL, e.g. "http://127.0.0.1:8080".
+    /// The first hub's base URL, e.g. "http://127.0.0.1:8080".
     public let base: String
+    /// Every hub's base URL, in the order they are tried.
+    public let bases: [String]
     public var connectTimeoutMillis: Int32 = 10_000
     /// The longest the hub may stay silent while a request is sent or answered.
     public var ioTimeoutMillis: Int32 = 60_000
@@ -23,7 +28,8 @@ public struct RESTClient: Sendable {
 
     public init(access: HubAccess) {
         self.access = access
-        self.base = access.httpBase
+        self.bases = access.httpBases
+        self.base = bases[0]
     }
 
     /// A request body: bytes in memory, or a file read in chunks.
@@ -53,22 +59,36 @@ public struct RESTClient: Sendable {
         try send("PUT", target, headers: headers, body: body, maxBodyBytes: 1 << 20, progress: progress)
     }
 
-    /// One request and its response. Transport failures throw (the request
-    /// may or may not have reached the hub); any HTTP status is a response.
+    /// One request and its response, from the first hub that accepts the
+    /// connection. Transport failures after that throw (the request may or
+    /// may not have reached the hub); any HTTP status is a response.
     public func send(_ method: String, _ target: String, headers: [(String, String)], body: Body,
                      maxBodyBytes: Int, progress: ((Int, Int) -> Void)?) throws(HubError) -> HTTPClientResponse {
-        let url = base + target
-        try access.checkTransport(url)
-        let parsed: WebSocketURL
-        do { parsed = try WebSocketURL(url) } catch { throw .unreachable(url: url, reason: "\(error)") }
-        let stream: BlockingStream
-        do {
-            stream = try BlockingStream.connect(host: parsed.host, port: parsed.port, tls: parsed.secure ? .some(nil) : nil,
-                                                timeoutMillis: connectTimeoutMillis, ioTimeoutMillis: ioTimeoutMillis)
-        } catch {
-            throw Self.connectError(error, url: url)
+        for base in bases { try access.checkTransport(base + target) }
+        var failures: [HubError] = []
+        for base in bases {
+            let url = base + target
+            let parsed: WebSocketURL
+            do { parsed = try WebSocketURL(url) } catch { throw .unreachable(url: url, reason: "\(error)") }
+            let stream: BlockingStream
+            do {
+                stream = try BlockingStream.connect(host: parsed.host, port: parsed.port, tls: parsed.secure ? .some(nil) : nil,
+                                                    timeoutMillis: connectTimeoutMillis, ioTimeoutMillis: ioTimeoutMillis)
+            } catch {
+                failures.append(Self.connectError(error, url: url))
+                continue
+            }
+            defer { stream.close() }
+            return try exchange(method, parsed, url: url, stream: stream, headers: headers, body: body,
+                                maxBodyBytes: maxBodyBytes, progress: progress)
         }
-        defer { stream.close() }
+        throw failures.count == 1 ? failures[0] : .noneReachable(failures)
+    }
+
+    /// Sends the request on a connected stream and reads the response.
+    private func exchange(_ method: String, _ parsed: WebSocketURL, url: String, stream: BlockingStream,
+                          headers: [(String, String)], body: Body, maxBodyBytes: Int,
+                          progress: ((Int, Int) -> Void)?) throws(HubError) -> HTTPClientResponse {
         var call = Call(stream: stream, url: url,
                         parser: HTTPResponseParser(limits: HTTPResponseLimits(maxBodyBytes: maxBodyBytes),
                                                    isHeadRequest: method == "HEAD"))

@@ -11,6 +11,11 @@ import TallyTLS
 /// takes the snapshot a `resnapshot` answer brings), and only then reports
 /// `.live` and sends the requests it held.
 ///
+/// Given several hubs of one cluster (`init(urls:)`: hubs sharing one
+/// PostgreSQL database give every change the same seq), it moves to the
+/// next one in turn whenever its connection is lost or cannot be made, and
+/// resumes there the same way: the backoff grows per round over the list.
+///
 /// Every callback (state, replies, subscription events, observations) runs
 /// on one serial queue per client (`queue`), in the order things happened,
 /// so handlers need no locks of their own. Every method may be called from
@@ -75,7 +80,10 @@ public final class TallyClient: Sendable {
 
     /// The serial queue every callback runs on.
     public var queue: DispatchQueue { core.queue }
-    public var url: String { core.url }
+    /// The hub connected to, or the one the current (or next) attempt is for.
+    public var url: String { core.sync { core.url } }
+    /// Every hub the client knows, in the order it goes round them.
+    public var urls: [String] { core.urls }
 
     /// Prepares a client; nothing happens on the network until `connect()`.
     /// - Parameters:
@@ -83,11 +91,25 @@ public final class TallyClient: Sendable {
     ///     without a path is adjusted the way the CLI does).
     ///   - token: the bearer token of a hub that requires one; sent in the hello.
     ///   - clientName: shown in the hub's logs and `/v1/admin/clients`.
-    public init(url: String, token: String? = nil, clientName: String = "tally-swift",
+    public convenience init(url: String, token: String? = nil, clientName: String = "tally-swift",
+                            options: Options = Options()) throws(ProtocolError) {
+        try self.init(urls: [url], token: token, clientName: clientName, options: options)
+    }
+
+    /// Prepares a client for several hubs of one cluster; it connects to
+    /// the first, and after a lost connection to the next in turn.
+    /// - Parameters:
+    ///   - urls: one URL or more, each as `init(url:)` takes it.
+    public init(urls: [String], token: String? = nil, clientName: String = "tally-swift",
                 options: Options = Options()) throws(ProtocolError) {
-        let resolved = Self.normalize(url)
-        do { _ = try WebSocketURL(resolved) } catch {
-            throw ProtocolError.badField("url", "'\(url)' is not a ws:// or wss:// URL: \(error)")
+        guard !urls.isEmpty else { throw ProtocolError.badField("urls", "give at least one hub URL") }
+        var resolved: [String] = []
+        for url in urls {
+            let normalized = Self.normalize(url)
+            do { _ = try WebSocketURL(normalized) } catch {
+                throw ProtocolError.badField("url", "'\(url)' is not a ws:// or wss:// URL: \(error)")
+            }
+            resolved.append(normalized)
         }
         let loop: EventLoop
         var group: EventLoopGroup?
@@ -99,7 +121,7 @@ public final class TallyClient: Sendable {
             }
             loop = group!.next()
         }
-        core = ClientCore(url: resolved, token: token, clientName: clientName, options: options,
+        core = ClientCore(urls: resolved, token: token, clientName: clientName, options: options,
                           loop: loop, ownedGroup: group)
     }
 
@@ -110,14 +132,7 @@ public final class TallyClient: Sendable {
 
     /// ws:// for http://, wss:// for https://, `/v1/ws` when there is no path.
     public static func normalize(_ url: String) -> String {
-        var url = url
-        if url.hasPrefix("http://") { url = "ws://" + url.dropFirst(7) }
-        if url.hasPrefix("https://") { url = "wss://" + url.dropFirst(8) }
-        let parts = url.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
-        if parts.count >= 3, parts[0].hasSuffix(":"), parts[1].isEmpty {
-            if parts.count == 3 { url += "/v1/ws" } else if parts.count == 4, parts[3].isEmpty { url += "v1/ws" }
-        }
-        return url
+        WebSocketURL.hubEndpoint(url)
     }
 
     // MARK: Lifecycle

@@ -160,8 +160,7 @@ public struct WorkflowStats: Sendable, Equatable {
     /// they had, the ones it opened closed. A hub that shares its store
     /// keeps these for the writes it has not committed yet, since another
     /// hub's commit may send them back to be run again.
-    @discardableResult
-    public mutating func apply(_ delta: Delta) -> Delta {
+    public mutating func applyUndoably(_ delta: Delta) -> Delta {
         var inverse = Delta()
         for (stage, change) in delta.counts { inverse.counts[stage] = -change }
         for (stage, time) in delta.stageTime {
@@ -171,6 +170,11 @@ public struct WorkflowStats: Sendable, Equatable {
             if let created = open[name] { inverse.opened.append(OpenRecord(name: name.string, created: created)) }
         }
         for record in delta.opened { inverse.closed.insert(ByteKey(record.name)) }
+        apply(delta)
+        return inverse
+    }
+
+    public mutating func apply(_ delta: Delta) {
         for (stage, change) in delta.counts { counts[stage, default: 0] += change }
         for (stage, time) in delta.stageTime {
             stageTime[stage, default: StageTime()].totalMs += time.totalMs
@@ -180,7 +184,6 @@ public struct WorkflowStats: Sendable, Equatable {
         for name in delta.closed { open[name] = nil }
         for record in delta.opened { open[ByteKey(record.name)] = record.created }
         oldest = newOldest
-        return inverse
     }
 
     /// The oldest open record once `delta` is applied. Scans the open

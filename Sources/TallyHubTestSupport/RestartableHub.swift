@@ -1,3 +1,4 @@
+import TallyNet
 import TallyServer
 import TallyTestSupport
 
@@ -68,13 +69,23 @@ extension HubConfiguration {
     public static func forTests(dataDirectory: String, port: Int = 0, threads: Int,
                                 shutdownGraceMillis: Int64) -> HubConfiguration {
         var configuration = HubConfiguration()
-        configuration.server.host = "127.0.0.1"
-        configuration.server.port = port
-        configuration.server.threads = threads
-        configuration.server.logger = .disabled
-        configuration.server.shutdownGraceMillis = shutdownGraceMillis
+        configuration.server = .forTests(port: port, threads: threads, shutdownGraceMillis: shutdownGraceMillis)
         configuration.echo = false
         configuration.dataDirectory = dataDirectory
+        return configuration
+    }
+}
+
+extension ServerConfiguration {
+    /// A server for tests (a hub's, or a scripted endpoint's): 127.0.0.1
+    /// (`port` 0: any free one), no log.
+    public static func forTests(port: Int = 0, threads: Int, shutdownGraceMillis: Int64) -> ServerConfiguration {
+        var configuration = ServerConfiguration()
+        configuration.host = "127.0.0.1"
+        configuration.port = port
+        configuration.threads = threads
+        configuration.logger = .disabled
+        configuration.shutdownGraceMillis = shutdownGraceMillis
         return configuration
     }
 }

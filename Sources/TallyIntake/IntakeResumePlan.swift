@@ -1,7 +1,10 @@
+import TallyClient
+
 /// What `tally intake resume [JOB]` does with the outbox's jobs for the hub
 /// it is pointed at: a job named by the caller, by its state and hub; with
 /// none named, every unfinished job bound to that hub (a job resumes only
-/// against the hub it was created for).
+/// against the hub it was created for, or a list of hubs of one cluster
+/// that holds it: `HubAccess.shareAHub`).
 public enum IntakeResumePlan: Sendable {
     /// The named job: unfinished and bound to this hub.
     case run(IntakeJob)
@@ -16,19 +19,21 @@ public enum IntakeResumePlan: Sendable {
     case unfinished([IntakeJob], elsewhere: [IntakeJob])
 
     /// - Parameters:
-    ///   - hub: the hub's HTTP base (`HubAccess.httpBase`), as jobs record it.
+    ///   - hub: the hub's HTTP base, or the comma-separated bases of several
+    ///     (`HubAccess.jobHub`), as jobs record it.
     ///   - wanted: a job's id, `intake/<id>`, or a unique id prefix.
     public init(jobs: [IntakeJob], hub: String, wanted: String?) throws(IntakeJobLookup) {
         guard let wanted else {
             let running = jobs.filter { $0.state == .running }
-            self = .unfinished(running.filter { $0.hub == hub }, elsewhere: running.filter { $0.hub != hub })
+            self = .unfinished(running.filter { HubAccess.shareAHub($0.hub, hub) },
+                               elsewhere: running.filter { !HubAccess.shareAHub($0.hub, hub) })
             return
         }
         let job = try jobs.job(named: wanted)
         switch job.state {
         case .done: self = .done(job)
         case .failed: self = .failed(job)
-        case .running: self = job.hub == hub ? .run(job) : .elsewhere(job)
+        case .running: self = HubAccess.shareAHub(job.hub, hub) ? .run(job) : .elsewhere(job)
         }
     }
 }

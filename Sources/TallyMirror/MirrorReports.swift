@@ -13,7 +13,7 @@ extension MirrorStatus {
         }
         let state = online ? "online" : running ? "offline (mirror run is reconnecting)" : "offline (no mirror run on this store)"
         var lines = ["mirror \(store): \(state)",
-                     "  hub          \(server ?? "(never run)")",
+                     "  hub          \(server ?? "(never run)")\(connectedTo.map { " (connected to \($0))" } ?? "")",
                      "  patterns     \(patterns.isEmpty ? "(none)" : patterns.joined(separator: " "))",
                      "  last seq     \(lastSeq)",
                      "  outbox       \(outbox) write\(outbox == 1 ? "" : "s") waiting"]
@@ -75,17 +75,18 @@ extension MirrorComparison {
 
 extension MirrorComparison {
     /// `tally verify`: opens the mirror at `path` (never creating it),
-    /// connects to the hub `access` names — without one, the hub of the
-    /// store's last run — and compares them (`compare(_:with:)`).
+    /// connects to the first reachable hub `access` names — without one,
+    /// of the hubs of the store's last run — and compares them
+    /// (`compare(_:with:)`).
     public static func verify(store path: String, access: HubAccess)
         throws -> (differences: [MirrorDifference], patterns: Int, outbox: Int64) {
         let store = try MirrorStore.open(path, create: false)
         var access = access
-        if access.server == nil {
+        if access.servers.isEmpty {
             guard let hub = try store.meta("hub") else {
                 throw HubError.disconnected("the mirror \(path) has never run against a hub; give --server URL")
             }
-            access.server = hub
+            access.servers = (try? HubAccess.parseList(hub)) ?? [hub]
         }
         let client = try BlockingTallyClient(access: access)
         defer { client.close() }

@@ -9,7 +9,8 @@ public final class MirrorRun {
     public let store: MirrorStore
     /// `orders/` (a prefix, with its workflow's list) or a name.
     public let patterns: [String]
-    /// The hub and token; without a hub given, the one of the last run.
+    /// The hub (or the hubs of one cluster) and the token; without a hub
+    /// given, the one (or the list) of the last run.
     public let access: HubAccess
     private let lock: MirrorRunLock
 
@@ -35,9 +36,11 @@ public final class MirrorRun {
                let list = (try? JSONValue.parse(stored))?.arrayValue?.compactMap(\.stringValue) {
                 patterns = list
             }
-            if access.server == nil, let hub = try store.meta("hub") { access.server = hub }
+            if access.servers.isEmpty, let hub = try store.meta("hub") {
+                access.servers = (try? HubAccess.parseList(hub)) ?? [hub]
+            }
             guard !patterns.isEmpty else { throw Refusal.noPatterns }
-            try access.checkTransport(access.url)
+            try access.checkTransports()
             (self.patterns, self.access) = (patterns, access)
         } catch {
             lock.release()
@@ -46,13 +49,14 @@ public final class MirrorRun {
     }
 
     /// The sync's settings for a run that goes on for hours: a client id
-    /// stable for this store, the hub as it was named, and timeouts that
+    /// stable for this store, the hubs as they were named (kept in the store
+    /// for the next run; a lost hub gives way to the next), and timeouts that
     /// notice a silent hub within seconds (ping every 3 s, idle after 10 s,
     /// connect within 6 s, a request within 15 s).
     public func configuration(policies: PolicyTable) -> MirrorSync.Configuration {
-        var configuration = MirrorSync.Configuration(url: access.url, token: access.token,
+        var configuration = MirrorSync.Configuration(urls: access.urls, token: access.token,
                                                      clientID: MirrorSync.clientID(store: path), patterns: patterns)
-        configuration.serverLabel = access.server ?? access.url
+        configuration.serverLabel = access.label
         configuration.policies = policies
         configuration.options.requestTimeoutMillis = 15_000
         configuration.options.pingIntervalMillis = 3_000

@@ -14,7 +14,10 @@ public struct MirrorStatus: Sendable {
     public var running: Bool
     /// That run is connected to the hub.
     public var online: Bool
+    /// The hub, or the comma-separated hubs of one cluster, the run uses.
     public var server: String?
+    /// The hub of that list the run is connected to (nil when offline).
+    public var connectedTo: String?
     public var lastSeq: Int64
     public var outbox: Int64
     public var failed: Int
@@ -37,6 +40,7 @@ public struct MirrorStatus: Sendable {
         let online = try store.meta("online")
         status.online = running && online == "1"
         status.server = try store.meta("hub")
+        status.connectedTo = status.online ? try store.meta("hub_live") : nil
         let cursors = try store.cursors()
         status.lastSeq = Int64(try store.meta("last_seq") ?? "") ?? cursors.values.max() ?? 0
         status.outbox = try store.outboxDepth()
@@ -69,6 +73,7 @@ public struct MirrorStatus: Sendable {
             "resync": resync.map { .object($0.json) } ?? .null,
         ]
         if let lastErrorAt { body["lastErrorAt"] = .int(lastErrorAt) }
+        if let connectedTo { body["connectedTo"] = .string(connectedTo) }
         return body
     }
 }

@@ -21,9 +21,15 @@ import TallyProtocol
 /// idempotency record.
 public final class MirrorSync: @unchecked Sendable {
     public struct Configuration: Sendable {
-        public var url: String
-        /// How the hub was named on the command line (stored for status
-        /// and the next run); defaults to `url`.
+        /// The hubs of one cluster, in the order to go round them (one, usually).
+        public var urls: [String]
+        /// The first hub (setting it makes it the only one).
+        public var url: String {
+            get { urls[0] }
+            set { urls = [newValue] }
+        }
+        /// How the hubs were named on the command line (stored for status
+        /// and the next run); defaults to `urls`, comma-separated.
         public var serverLabel: String?
         public var token: String?
         /// Stable per mirror (`mirror:<host>:<store hash>`): shown on the hub.
@@ -43,7 +49,12 @@ public final class MirrorSync: @unchecked Sendable {
         public var window = 64
 
         public init(url: String, token: String?, clientID: String, patterns: [String]) {
-            self.url = url
+            self.init(urls: [url], token: token, clientID: clientID, patterns: patterns)
+        }
+
+        /// - Parameter urls: at least one.
+        public init(urls: [String], token: String?, clientID: String, patterns: [String]) {
+            self.urls = urls
             self.token = token
             self.clientID = clientID
             self.patterns = patterns
@@ -93,7 +104,7 @@ public final class MirrorSync: @unchecked Sendable {
             ["outbox": .int((try? store.outboxDepth()) ?? 0)]
         }
         do {
-            client = try TallyClient(url: configuration.url, token: configuration.token,
+            client = try TallyClient(urls: configuration.urls, token: configuration.token,
                                      clientName: configuration.clientID, options: options)
         } catch {
             throw .refused(error)
@@ -150,9 +161,10 @@ public final class MirrorSync: @unchecked Sendable {
         }
         seen.insert(Self.conflictWatchKey)
         var cursors = try store.cursors()
-        let hub = configuration.serverLabel ?? configuration.url
-        if let previous = try store.meta("hub"), previous != hub, !cursors.isEmpty {
-            // Resume points are seqs of one hub: another one starts from a snapshot.
+        let hub = configuration.serverLabel ?? configuration.urls.joined(separator: ",")
+        if let previous = try store.meta("hub"), !HubAccess.shareAHub(previous, hub), !cursors.isEmpty {
+            // Resume points are seqs of one hub (or of the hubs of one
+            // cluster, which share them): another one starts from a snapshot.
             configuration.log?("the store last mirrored \(previous); starting from a snapshot of \(hub)")
             cursors = [:]
         }
@@ -210,8 +222,9 @@ public final class MirrorSync: @unchecked Sendable {
             live = true
             replay.restart()
             connectAttempt = 1
-            try? store.setMeta(["online": "1", "connected": "\(MirrorStore.now())"])
-            configuration.log?("live: \(configuration.url)")
+            let hub = client.url
+            try? store.setMeta(["online": "1", "connected": "\(MirrorStore.now())", "hub_live": hub])
+            configuration.log?("live: \(hub)")
             fetchWorkflows()
             report(force: true)
             startReplay()

@@ -48,6 +48,21 @@ public struct WebSocketURL: Sendable, Equatable {
         guard !host.isEmpty else { throw .invalidURL("'\(text)' has no host") }
     }
 
+    /// A Tally hub's sync endpoint for a URL as people write it:
+    /// `http://` becomes `ws://`, `https://` `wss://`, and a URL without a
+    /// path gets `/v1/ws` (`ws://h:8080` → `ws://h:8080/v1/ws`). Anything
+    /// else is left as it is, for `init` to judge.
+    public static func hubEndpoint(_ url: String) -> String {
+        var url = url
+        if url.hasPrefix("http://") { url = "ws://" + url.dropFirst(7) }
+        if url.hasPrefix("https://") { url = "wss://" + url.dropFirst(8) }
+        let parts = url.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+        if parts.count >= 3, parts[0].hasSuffix(":"), parts[1].isEmpty {
+            if parts.count == 3 { url += "/v1/ws" } else if parts.count == 4, parts[3].isEmpty { url += "v1/ws" }
+        }
+        return url
+    }
+
     /// The `Host` header value (RFC 9112 §3.2): the port only when not the default.
     public var hostHeader: String {
         let name = host.contains(":") ? "[\(host)]" : host

@@ -34,6 +34,12 @@ package final class PostgresConnection {
         /// acknowledging fails after this long instead of after the kernel's
         /// ~15 minutes of retransmissions.
         package var tcpUserTimeoutMillis = 30_000
+        /// The server ends this session when it sits inside a transaction
+        /// for longer (`idle_in_transaction_session_timeout`, set for the
+        /// session through the `options` keyword): a process that stops
+        /// holding a lock — frozen, paused, cut off without a reset — then
+        /// holds up other sessions only that long. Nil: the server's setting.
+        package var idleInTransactionTimeoutMillis: Int?
 
         package init() {}
     }
@@ -75,6 +81,9 @@ package final class PostgresConnection {
         setDefault("keepalives_interval", String(options.keepaliveIntervalSeconds))
         setDefault("keepalives_count", String(options.keepaliveCount))
         setDefault("tcp_user_timeout", String(options.tcpUserTimeoutMillis))
+        if let idle = options.idleInTransactionTimeoutMillis {
+            setDefault("options", "-c idle_in_transaction_session_timeout=\(idle)")
+        }
         // expand_dbname 0: the database name is a name, never parsed as a
         // connection string of its own.
         let connection = Self.withCStrings(pairs.map(\.0)) { keywords in
@@ -169,7 +178,7 @@ package final class PostgresConnection {
         _ = try run(Self.summary(sql)) { handle in PQexec(handle, sql) }
     }
 
-    private func preparedName(of statement: PostgresStatement) throws(PostgresError) -> String {
+    func preparedName(of statement: PostgresStatement) throws(PostgresError) -> String {
         if let name = prepared[statement] { return name }
         preparedCount += 1
         let name = "tally_\(preparedCount)"
@@ -279,7 +288,7 @@ package final class PostgresConnection {
 
     /// The error of a failed call: the server's fields when it sent them;
     /// `.connection` whenever libpq's status says the connection is gone.
-    private func failure(_ result: OpaquePointer?, _ operation: String) -> PostgresError {
+    func failure(_ result: OpaquePointer?, _ operation: String) -> PostgresError {
         func field(_ code: Int32) -> String? {
             guard let result, let value = PQresultErrorField(result, code) else { return nil }
             return String(cString: value)

@@ -21,12 +21,13 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let unauthorized = ErrorCode(rawValue: "unauthorized")
     public static let forbidden = ErrorCode(rawValue: "forbidden")
     public static let storageFailed = ErrorCode(rawValue: "storage_failed")
-    /// The hub cannot reach its database (a PostgreSQL store): nothing was
-    /// acknowledged; retry (REST 503 with `Retry-After`).
-    public static let unavailable = ErrorCode(rawValue: "unavailable")
     /// The hub's blob quota is used up (REST 507).
     public static let quotaExceeded = ErrorCode(rawValue: "quota_exceeded")
     public static let shuttingDown = ErrorCode(rawValue: "shutting_down")
+    /// The hub cannot reach its database (PostgreSQL): the write was not
+    /// acknowledged and may or may not have landed, so it is retried with
+    /// the same idempotency key, here later or on another hub (REST 503).
+    public static let unavailable = ErrorCode(rawValue: "unavailable")
     public static let resnapshot = ErrorCode(rawValue: "resnapshot")
     public static let illegalTransition = ErrorCode(rawValue: "illegal_transition")
     public static let useAdvance = ErrorCode(rawValue: "use_advance")

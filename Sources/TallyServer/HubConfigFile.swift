@@ -34,6 +34,8 @@ public struct HubConfigFile: Sendable {
     public var allowHosts: [String]?
     public var maxSubscriptions: Int?
     public var maxUnauthenticated: Int?
+    /// The other hubs of this hub's cluster (`PeerHubs`).
+    public var peers: PeerHubs?
     /// Most bytes all blobs together may hold.
     public var blobQuota: Int?
     /// The record cache's bound in bytes (`CoreConfiguration.cacheBytes`).
@@ -94,6 +96,11 @@ public struct HubConfigFile: Sendable {
             case "allowHosts":
                 file.allowHosts = try strings(member, path) { BrowserGuard.isHostName($0) ? nil :
                     "must be a host name such as \"tally.local\" (no scheme or port)" }
+            case "peers":
+                let list = try strings(member, path, PeerHubs.problem)
+                do { file.peers = try PeerHubs(list) } catch {
+                    throw Invalid(path: "\(path)[\(error.index)]", message: error.message)
+                }
             case "maxSubscriptions": file.maxSubscriptions = try int(member, path, 1...10_000_000)
             case "maxUnauthenticated": file.maxUnauthenticated = try int(member, path, 1...10_000_000)
             case "blobQuota": file.blobQuota = try int(member, path, 1...(1 << 40))
@@ -119,7 +126,7 @@ public struct HubConfigFile: Sendable {
                     }
                 }
             default:
-                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, cacheSize, echo, allowOrigins, allowHosts, maxSubscriptions, maxUnauthenticated, users, roles, workflows, indexes")
+                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, cacheSize, echo, allowOrigins, allowHosts, peers, maxSubscriptions, maxUnauthenticated, users, roles, workflows, indexes")
             }
         }
         // Every role a user or a workflow names must exist.

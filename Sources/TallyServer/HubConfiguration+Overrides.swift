@@ -28,6 +28,7 @@ extension HubConfiguration {
         if let echo = file.echo { self.echo = echo }
         if let origins = file.allowOrigins { allowedOrigins = origins }
         if let hosts = file.allowHosts { allowedHosts = hosts }
+        if let peers = file.peers { self.peers = peers }
         if let count = file.maxSubscriptions { core.maxSubscriptionsPerConnection = count }
         core.indexes = file.indexes
         if let count = file.maxUnauthenticated { core.maxUnauthenticatedConnections = count }
@@ -58,6 +59,7 @@ extension HubConfiguration {
         if let echo = flags.echo { self.echo = echo }
         allowedOrigins += flags.allowedOrigins
         allowedHosts += flags.allowedHosts
+        if let peers = flags.peers { self.peers = peers }
         if let count = flags.maxSubscriptions { core.maxSubscriptionsPerConnection = count }
         if let count = flags.maxUnauthenticated { core.maxUnauthenticatedConnections = count }
         openNetwork = flags.openNetwork

@@ -16,8 +16,12 @@ public struct HubConfiguration: Sendable {
     /// Host names taken besides loopback ones in open mode (`--allow-host`).
     public var allowedHosts: [String] = []
     /// Origins whose pages may open WebSockets and send writes, besides the
-    /// hub's own (`--allow-origin`).
+    /// hub's own (`--allow-origin`) and its peers'.
     public var allowedOrigins: [String] = []
+    /// The other hubs of this hub's cluster (`--peers`, config `peers`):
+    /// listed by `GET /v1/hubs`, allowed in the board's `connect-src`, and
+    /// their pages' origins allowed here.
+    public var peers = PeerHubs()
     /// Where the SQLite store lives; `:memory:` keeps everything in memory
     /// (tests, benchmarks of the non-durable path).
     public var dataDirectory = "./tally-data"
@@ -42,6 +46,6 @@ public struct HubConfiguration: Sendable {
     /// The origin and host checks for this hub (see `BrowserGuard`).
     public var browserGuard: BrowserGuard {
         let rule: BrowserGuard.HostRule = core.authenticator != nil ? .any : openNetwork ? .addresses : .loopback
-        return BrowserGuard(hostRule: rule, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins)
+        return BrowserGuard(hostRule: rule, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins + peers.origins)
     }
 }

@@ -47,7 +47,7 @@ extension HubCore {
             writer.string("error", reading?.error ?? "no reading of the store for \(Self.staleReadingMillis / 1000) s")
         }
         var response = HTTPResponse.json(reachable ? .ok : .serviceUnavailable, writer.finish())
-        if !reachable { response.headers.set("Retry-After", String(REST.storageRetryAfterSeconds)) }
+        if !reachable { response.headers.set("Retry-After", String(REST.unavailableRetryAfterSeconds)) }
         return response
     }
 

@@ -192,7 +192,8 @@ extension HubCore {
     /// `get` of a query: a page of an unlimited query, the whole result of
     /// a limited one.
     func getQuery(_ query: Query, after: String?, limit: Int, id: JSONValue?, session: Session, actor: Actor) {
-        let head = headSeq
+        // Read when answering: a read may catch up on other hubs' commits.
+        var head: Int64 { headSeq }
         do throws(ProtocolError) {
             try checkQuery(query, .read, actor: actor)
             let (records, more) = try queryRecords(query, after: after, pageLimit: limit)
@@ -216,7 +217,8 @@ extension HubCore {
     /// the result with `resnapshot`. A limited query answers its whole
     /// result (at most `limit` records), which replaces what the client held.
     func subscribeQuery(_ query: Query, since: Int64?, id: JSONValue?, session: Session) throws(ProtocolError) {
-        let head = headSeq
+        // Read when answering: a read may catch up on other hubs' commits.
+        var head: Int64 { headSeq }
         let delta = query.limit == nil ? try since.flatMap { since throws(ProtocolError) in try queryDelta(query, since: since) } : nil
         var records: [RecordState] = []
         var more = false

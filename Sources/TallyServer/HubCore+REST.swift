@@ -11,7 +11,8 @@ extension HubCore {
         guard !call.responder.isCancelled else { return }
         metrics.requests.add(1, ordering: .relaxed)
         if case .changes(let since, _) = call.operation { catchUpIfBehind(since: since) }
-        let head = headSeq
+        // Read when answering: a read may catch up on other hubs' commits.
+        var head: Int64 { headSeq }
         var ifMatch = false
         do throws(ProtocolError) {
             switch call.operation {

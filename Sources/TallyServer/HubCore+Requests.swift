@@ -90,7 +90,8 @@ extension HubCore {
         if let outbox = hello.outbox { setOutbox(outbox, of: session) }
         let retryAfter = self.retryAfter()
         session.client = hello.client
-        let head = headSeq
+        // Read when answering: a read may catch up on other hubs' commits.
+        var head: Int64 { headSeq }
         answer(session, id: id, after: head) { writer in
             writer.int("protocol", Int64(version))
             writer.string("server", configuration.serverName)
@@ -199,7 +200,8 @@ extension HubCore {
     // MARK: subscribe
 
     private func subscribe(_ target: SubscriptionTarget, since: Int64?, id: JSONValue?, session: Session, actor: Actor) {
-        let head = headSeq
+        // Read when answering: a read may catch up on other hubs' commits.
+        var head: Int64 { headSeq }
         do throws(ProtocolError) {
             try checkSubscribe(target, actor: actor)
             let limit = configuration.maxSubscriptionsPerConnection
@@ -393,8 +395,11 @@ extension HubCore {
         }
         let last = changes.last!.seq
         for (prefix, delta) in plan.deltas {
-            guard let inverse = workflowStats[prefix]?.apply(delta), shared != nil else { continue }
-            statsUndo.append((last, prefix, inverse))
+            if shared == nil {
+                workflowStats[prefix]?.apply(delta)
+            } else if let inverse = workflowStats[prefix]?.applyUndoably(delta) {
+                statsUndo.append((last, prefix, inverse))
+            }
         }
         headSeq = last
         metrics.headSeq.store(Int(last), ordering: .relaxed)

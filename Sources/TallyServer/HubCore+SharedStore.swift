@@ -83,16 +83,14 @@ extension HubCore {
         return stopped
     }
 
-    /// Runs a write so that it can be run again: with writes in flight its
-    /// outputs wait for all of them to commit (`holdFloor`), and while its
-    /// answer waits it is kept in `rerunnable`.
-    ///
-    /// All of them, not the first: the answer was computed on the state
-    /// they left (a conflict, an idempotent retry answered after its first
-    /// seq), and the write stays in `rerunnable` until `headSeq` commits.
-    /// Held at a lower seq, the answer could leave with an earlier group's
-    /// commit and the write be run, and answered, again when a later group
-    /// is refused (`rollBackToCommitted` keeps outputs at committed seqs).
+    /// Runs a write so that it can be run again: with writes in flight, its
+    /// answer waits for everything in flight to commit (`holdFloor`), since
+    /// it was decided on that state — a refusal too, or an idempotent
+    /// retry's answer — and while its answer waits it is kept in
+    /// `rerunnable`, under the same seq. The answer and the kept input so
+    /// go together: both leave at that seq's commit, or both are dropped
+    /// when the head moves before it (else an answer could leave and the
+    /// write still run again, answered twice).
     ///
     /// A write that changes nothing with nothing in flight (a conflict, an
     /// illegal transition, short stock) commits nothing, so no head check
@@ -113,6 +111,7 @@ extension HubCore {
             holdFloor = idle ? 0 : headSeq
             body()
             holdFloor = 0
+            // A write that made changes answers after its last one, the head now.
             if headSeq > committedSeq {
                 rerunnable.append((headSeq, input))
                 return
@@ -173,13 +172,17 @@ extension HubCore {
             // The store cannot be read: the writes cannot be checked against
             // what it holds, so they are refused as a failed commit's are.
             store.resumeAfterFailure()
+            shared?.releaseHeldHead()
             logger.error("store.catch_up_failed", ["error": error.message, "committed_seq": String(committedSeq)])
             for input in inputs { refuse(input, error) }
             return
         }
-        store.resumeAfterFailure()
         metrics.reruns.add(inputs.count, ordering: .relaxed)
         for input in inputs { _ = take(input) }
+        // The runs' units go to the store at the end of this batch, after
+        // the resume; with none, the store need not hold the head for them.
+        store.resumeAfterFailure()
+        if units.isEmpty { shared?.releaseHeldHead() }
     }
 
     /// Answers a write that could not be run again with `error`.
@@ -223,8 +226,8 @@ extension HubCore {
     /// Applies every change committed after `committedSeq` by other hubs,
     /// in seq order, page by page. Only while nothing is in flight here.
     func catchUp() throws(ProtocolError) {
-        guard let reader = sharedReader else { return }
-        precondition(headSeq == committedSeq, "catching up with writes in flight")
+        // Never with writes in flight: they were numbered after committedSeq.
+        guard let reader = sharedReader, headSeq == committedSeq else { return }
         while true {
             let page: [StoredChange]
             do { page = try reader.changesWithPriors(after: committedSeq, limit: Self.catchUpPage) } catch {
@@ -247,19 +250,28 @@ extension HubCore {
     private func apply(_ stored: StoredChange) throws(ProtocolError) {
         switch stored.kind {
         case .record:
-            guard case .object(let push)? = try? JSONValue.parse(stored.message, limits: .stored) else {
-                throw ProtocolError(.storageFailed, "the logged change \(stored.seq) is not a JSON object")
+            let workflow = configuration.planner.workflows.workflow(for: stored.name)
+            do {
+                let change = try replayed(stored)
+                cache.applyCommitted(change)
+                if let workflow, workflowStats[workflow.prefix] != nil,
+                   case .record(let before, let after, _) = change.target {
+                    workflowStats[workflow.prefix]?.apply(WorkflowStats.Delta(replacing: before, with: after, in: workflow))
+                }
+                advanceCommitted(to: stored.seq)
+                fanOut([change])
+            } catch {
+                // A change this hub cannot rebuild (a log row from before
+                // priors were kept, a damaged one): the record is read from
+                // the store again, the stats recounted, and the push goes to
+                // everyone who might want it (path subscribers included).
+                logger.warning("store.catch_up_replay_failed", ["seq": String(stored.seq), "reason": error.message])
+                cache.forgetRecord(stored.name)
+                if let workflow { workflowStats[workflow.prefix] = nil }
+                advanceCommitted(to: stored.seq)
+                fanOut([Change(seq: stored.seq, time: stored.time, name: stored.name,
+                               target: .record(before: nil, after: nil, scope: .whole), push: stored.message, reply: [:])])
             }
-            let prior = try stored.prior.map { prior throws(ProtocolError) in try RecordState(stored: prior) }
-            let change = try Change.replaying(push, message: stored.message, prior: prior)
-            cache.applyCommitted(change)
-            if let workflow = configuration.planner.workflows.workflow(for: change.name),
-               workflowStats[workflow.prefix] != nil,
-               case .record(let before, let after, _) = change.target {
-                workflowStats[workflow.prefix]?.apply(WorkflowStats.Delta(replacing: before, with: after, in: workflow))
-            }
-            advanceCommitted(to: stored.seq)
-            fanOut([change])
         case .list:
             cache.forgetList(stored.name)
             advanceCommitted(to: stored.seq)
@@ -271,6 +283,15 @@ extension HubCore {
             }
         }
         metrics.caughtUpChanges.add(1, ordering: .relaxed)
+    }
+
+    /// The change as its hub made it (see `Change.replaying`).
+    private func replayed(_ stored: StoredChange) throws(ProtocolError) -> Change {
+        guard case .object(let push)? = try? JSONValue.parse(stored.message, limits: .stored) else {
+            throw ProtocolError(.storageFailed, "the logged change \(stored.seq) is not a JSON object")
+        }
+        let prior = try stored.prior.map { prior throws(ProtocolError) in try RecordState(stored: prior) }
+        return try Change.replaying(push, message: stored.message, prior: prior)
     }
 
     private func advanceCommitted(to seq: Int64) {

@@ -182,8 +182,9 @@ public final class HubCore: @unchecked Sendable {
     /// What undoes each uncommitted write's move of the workflow stats.
     var statsUndo: [(seq: Int64, prefix: String, inverse: WorkflowStats.Delta)] = []
     /// While a write runs on a shared store with writes in flight: the
-    /// lowest seq its outputs wait for, so that all of them wait for a
-    /// commit and can be taken back (0 otherwise).
+    /// head, the lowest seq its outputs wait for, so that they leave with
+    /// the state they were decided on and can be taken back until then (0
+    /// otherwise; see `rerunnably`).
     @exclusivity(unchecked) var holdFloor: Int64 = 0
     private var floorCheckedAt: Int64 = 0
     /// When the core started: reconnecting clients are spread out for a

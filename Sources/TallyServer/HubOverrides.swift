@@ -35,6 +35,8 @@ public struct HubOverrides: Sendable {
     public var allowedOrigins: [String] = []
     /// `--allow-host`, added to the file's `allowHosts`.
     public var allowedHosts: [String] = []
+    /// `--peers`, in place of the file's `peers`.
+    public var peers: PeerHubs?
     public var maxSubscriptions: Int?
     public var maxUnauthenticated: Int?
     /// `--open`: a non-loopback address may be served without users.

@@ -41,6 +41,10 @@ final class HubRoutes: HTTPApplication {
             response.headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             return response
         })
+        // The hub's peers, for a board that moves to one when this hub goes
+        // (no token needed: the page's Content-Security-Policy names them too).
+        let hubs = configuration.peers.json.serialized()
+        router.add("GET", "/v1/hubs", .respond { _, _ in .json(.ok, hubs) })
         if configuration.servesEcho {
             router.add("GET", "/echo", .upgrade(WebSocketRoute { _ in EchoHandler() }))
         }
@@ -54,7 +58,7 @@ final class HubRoutes: HTTPApplication {
             Self.authorize(core: core, request, Permission(rawValue: operation) ?? .write, name: name)
         }
         if let web = configuration.webDirectory {
-            StaticFiles(root: web).add(to: &router)
+            StaticFiles(root: web, connectSources: configuration.peers.connectSources).add(to: &router)
         }
         self.router = router
     }

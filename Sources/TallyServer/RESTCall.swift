@@ -57,12 +57,19 @@ enum REST {
     /// that is already short of room.
     static let storageRetryAfterSeconds = 5
 
+    /// Seconds a client should wait before retrying after `unavailable`: the
+    /// store reconnects to its database by itself, and a client with other
+    /// hubs to try goes to one of them meanwhile.
+    static let unavailableRetryAfterSeconds = 2
+
     static func response(for error: ProtocolError, ifMatch: Bool = false) -> HTTPResponse {
         var writer = MessageWriter()
         writer.value("error", error.json)
         var response = HTTPResponse.json(status(for: error, ifMatch: ifMatch), writer.finish())
-        if error.code == .storageFailed || error.code == .unavailable {
-            response.headers.set("Retry-After", String(storageRetryAfterSeconds))
+        switch error.code {
+        case .storageFailed: response.headers.set("Retry-After", String(storageRetryAfterSeconds))
+        case .unavailable: response.headers.set("Retry-After", String(unavailableRetryAfterSeconds))
+        default: break
         }
         return response
     }

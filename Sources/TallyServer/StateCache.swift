@@ -237,6 +237,12 @@ final class StateCache: EngineState {
         if lists[key]?.pinnedSeq == 0 { removeList(key) }
     }
 
+    /// Forgets a record's clean state: read again from the store on its next use.
+    func forgetRecord(_ name: String) {
+        let key = ByteKey(name)
+        if records[key]?.pinnedSeq == 0 { removeRecord(key) }
+    }
+
     /// Forgets every clean entry (the hub lost track of its store's
     /// changes); pinned ones stay.
     func dropAll() {
@@ -362,7 +368,8 @@ final class StateCache: EngineState {
 extension ProtocolError {
     static func storage(_ error: StoreError) -> ProtocolError {
         if error.isUnreachable {
-            return ProtocolError(.unavailable, "the hub cannot reach its database (PostgreSQL) to read this: retry")
+            return ProtocolError(.unavailable,
+                                 "the hub cannot reach its database (PostgreSQL) to read what this needs: nothing was changed, and no write of this request was acknowledged; retry")
         }
         return ProtocolError(.storageFailed, "the store could not be read: \(error)")
     }

@@ -20,12 +20,16 @@ import TallyNet
 public struct StaticFiles: Sendable {
     /// The `Clients` directory, holding `web/` and `js/`.
     public let root: String
+    /// Where pages may connect besides their own hub: the peers' WebSocket
+    /// origins (`ws://10.0.0.2:8080`), so the board can move to one.
+    public let connectSources: [String]
     /// A file bigger than this is refused (500), not read: the dashboard
     /// serves small text and images, and the body is held in memory.
     static let maxFileBytes = 8 << 20
 
-    public init(root: String) {
+    public init(root: String, connectSources: [String] = []) {
         self.root = root
+        self.connectSources = connectSources
     }
 
     /// Whether `directory` looks like the `Clients` directory: it has
@@ -107,10 +111,11 @@ public struct StaticFiles: Sendable {
         headers.set("Content-Type", type)
         headers.set("X-Content-Type-Options", "nosniff")
         if type.hasPrefix("text/html") {
-            // The page talks only to its own hub; photos may be blob: URLs
-            // (fetched with the token when the hub needs one).
+            // The page talks only to its own hub and its peers; photos may be
+            // blob: URLs (fetched with the token when the hub needs one).
+            let connect = (["'self'"] + connectSources).joined(separator: " ")
             headers.set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; "
-                + "connect-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'")
+                + "connect-src \(connect); style-src 'self'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'")
             headers.set("Referrer-Policy", "no-referrer")
         }
         return HTTPResponse(status: .ok, headers: headers, body: bytes)

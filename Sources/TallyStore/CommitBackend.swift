@@ -25,9 +25,25 @@ protocol CommitBackend: AnyObject {
     /// The highest committed change seq.
     var headSeq: Int64 { get }
 
+    /// Set while the backend keeps a transaction open for the next group
+    /// (a shared store holding the head row after a group built on an old
+    /// head: the submitter's next group, built on the new one, then cannot
+    /// lose to another writer again): how long the writer waits for that
+    /// group before `releaseHold()`. Nil for backends that hold nothing.
+    var heldMillis: Int? { get }
+
+    /// Ends the transaction held open; called by the writer when no group
+    /// came in time, or the submitter said none will.
+    func releaseHold()
+
     /// Called once on the writer thread after the last commit: close
     /// connections, stop helper threads.
     func finish()
+}
+
+extension CommitBackend {
+    var heldMillis: Int? { nil }
+    func releaseHold() {}
 }
 
 enum ApplyResult {

@@ -33,6 +33,9 @@ extension GroupCommitter {
         var borrower: pthread_t?
         /// A borrower saw retention due: the writer runs a step when it wakes.
         var maintenanceRequested = false
+        /// The submitter has nothing more for a transaction the backend
+        /// holds open (`CommitBackend.heldMillis`): end it unless units are queued.
+        var releaseRequested = false
         /// When the last commit ended (monotonic nanoseconds), and how long it took.
         var lastCommitEnded: UInt64 = 0
         var lastCommitTook: UInt64 = 0

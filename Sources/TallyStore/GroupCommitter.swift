@@ -43,6 +43,8 @@ final class GroupCommitter: @unchecked Sendable {
     /// Used by the writer thread, or by one borrower while `borrower` is set
     /// (handed over under the state's lock, never used by two at once).
     private let backend: any CommitBackend
+    /// The backend, for tests that look at it before the writer starts.
+    var writerBackend: any CommitBackend { backend }
     private let lending: LendingRule
 
     init(backend: any CommitBackend, lending: LendingRule = .standard) {
@@ -217,7 +219,20 @@ final class GroupCommitter: @unchecked Sendable {
     private enum Next {
         case commit
         case maintain
+        case releaseHold
         case stop
+    }
+
+    /// The submitter will send no group for the transaction the backend
+    /// holds open (see `CommitBackend.heldMillis`): the writer ends it once
+    /// the queue is empty. Thread-safe; does nothing when nothing is held.
+    func releaseHold() {
+        let wake = state.withLock { s in
+            s.releaseRequested = true
+            defer { if s.writerWaiting { s.writerWaiting = false } }
+            return s.writerWaiting
+        }
+        if wake { state.signal() }
     }
 
     private func run(_ onCommit: @Sendable (CommitOutcome) -> Void) {
@@ -230,7 +245,10 @@ final class GroupCommitter: @unchecked Sendable {
         var discarded = 0
         var failure: StoreError?
         while true {
-            let next: Next = state.wait { s in
+            // A held transaction is waited on for a while only.
+            let held = backend.heldMillis
+            let decide: (inout State) -> Next? = { s in
+                if held == nil { s.releaseRequested = false }
                 if let (began, ended) = lastCommit {
                     s.commitEnded(began: began, ended: ended)
                     lastCommit = nil
@@ -250,6 +268,10 @@ final class GroupCommitter: @unchecked Sendable {
                     failure = s.failure
                     return .commit
                 }
+                if held != nil, s.releaseRequested || s.stopRequested || maintenancePending {
+                    s.releaseRequested = false
+                    return .releaseHold
+                }
                 if s.stopRequested {
                     s.accepting = false
                     return .stop
@@ -258,7 +280,21 @@ final class GroupCommitter: @unchecked Sendable {
                 s.writerWaiting = true
                 return nil
             }
+            let next: Next
+            if let held {
+                if let decided = state.wait(timeoutMillis: held, until: decide) {
+                    next = decided
+                } else {
+                    state.withLock { $0.writerWaiting = false }
+                    next = .releaseHold
+                }
+            } else {
+                next = state.wait(until: decide)
+            }
             switch next {
+            case .releaseHold:
+                backend.releaseHold()
+                state.withLock { $0.releaseRequested = false }
             case .commit:
                 let began = monotonicNanos()
                 _ = commit(batch, discarding: discarded, failure, onCommit, borrowed: false)

@@ -41,7 +41,12 @@ public final class PostgresStore: SharedStore {
         self.url = url
         let connection: PostgresConnection
         do throws(PostgresError) {
-            connection = try PostgresConnection(url: url, options: Self.connectionOptions(role: "writer"))
+            var options = Self.connectionOptions(role: "writer")
+            // The writer holds the head row inside its groups: a hub that
+            // stops mid-group (frozen, paused) holds up every other hub's
+            // commits until the server ends its session.
+            options.idleInTransactionTimeoutMillis = Self.writerIdleInTransactionMillis
+            connection = try PostgresConnection(url: url, options: options)
         } catch {
             throw StoreError(error)
         }
@@ -63,6 +68,11 @@ public final class PostgresStore: SharedStore {
     public static func redacted(_ url: String) -> String {
         (try? PostgresURL(parsing: url).description) ?? "postgres://(a URL that does not parse)"
     }
+
+    /// How long the server lets the writer's session sit idle inside a
+    /// transaction: far above a group's few milliseconds and the 50 ms a
+    /// lost race holds the head (`PostgresWriter.holdMillis`).
+    static let writerIdleInTransactionMillis = 5_000
 
     static func connectionOptions(role: String) -> PostgresConnection.Options {
         var options = PostgresConnection.Options()
@@ -96,6 +106,10 @@ public final class PostgresStore: SharedStore {
 
     public func watchHead(_ onReading: @escaping @Sendable (HeadReading) -> Void) {
         watcher.start(onReading)
+    }
+
+    public func releaseHeldHead() {
+        committer.releaseHold()
     }
 
     public var lastHeadReading: HeadReading? {

@@ -15,6 +15,7 @@ extension PostgresWriter {
 
     func maintain() -> Bool {
         guard maintenanceDue else { return false }
+        releaseHold()
         var more = false
         var current = meta
         var next = meta

@@ -7,9 +7,6 @@ extension PostgresWriter {
             SELECT h.seq, m.floor_seq, m.change_count, m.change_bytes FROM tally_head h, tally_meta m
             """)
         static let readHead = PostgresStatement("read head", "SELECT seq FROM tally_head")
-        // Data-modifying WITH clauses all run, once, whether the outer SELECT
-        // reads them or not; a plain SELECT in WITH runs only if read, hence
-        // the count over `notified`.
         // The head row locked at the start of a group, so that a group
         // built on a head another hub has moved fails before any of its
         // statements run, and groups of several hubs wait for each other
@@ -18,8 +15,12 @@ extension PostgresWriter {
         static let lockHead = PostgresStatement("lock head", "SELECT seq FROM tally_head FOR UPDATE")
         // Data-modifying WITH clauses all run, once, whether the outer SELECT
         // reads them or not; a plain SELECT in WITH runs only if read, hence
-        // the count over `notified`. The meta row comes back as it is after
-        // the group: other hubs move its counts too.
+        // the count over `notified`. A head row not moved divides by zero
+        // (22012), so that the statement fails and the COMMIT sent with it
+        // in one pipeline commits nothing. The meta row comes back as it is after
+        // the group: other hubs move its counts too. From $13 on: the
+        // group's record, index and idempotency rows (PostgresGroupWrites),
+        // each key once, so no two clauses touch one row.
         static let recordGroup = PostgresStatement("record the group", """
             WITH head AS (UPDATE tally_head SET seq = $1 WHERE seq = $2 RETURNING seq),
             added AS (INSERT INTO tally_changes(seq, time, kind, name, message, prior)
@@ -29,12 +30,27 @@ extension PostgresWriter {
             counted AS (UPDATE tally_meta SET change_count = change_count + $8, change_bytes = change_bytes + $9
                         WHERE EXISTS (SELECT 1 FROM head)
                         RETURNING floor_seq, change_count, change_bytes),
-            notified AS (SELECT pg_notify($11, $1::text) WHERE $10 AND EXISTS (SELECT 1 FROM head))
-            SELECT (SELECT count(*) FROM head), (SELECT count(*) FROM notified),
+            notified AS (SELECT pg_notify($11, $1::text) WHERE $10 AND EXISTS (SELECT 1 FROM head)),
+            deleted AS (DELETE FROM tally_records WHERE name = ANY($13::bytea[])),
+            put AS (INSERT INTO tally_records(name, version, seq, created, updated, data)
+                    SELECT * FROM unnest($14::bytea[], $15::int8[], $16::int8[], $17::int8[], $18::int8[], $19::bytea[])
+                    ON CONFLICT(name) DO UPDATE SET version = excluded.version, seq = excluded.seq,
+                        created = excluded.created, updated = excluded.updated, data = excluded.data),
+            unindexed AS (DELETE FROM tally_record_index i
+                          USING unnest($20::bytea[], $21::bytea[], $22::bytea[]) AS d(x, v, n)
+                          WHERE i.idx = d.x AND i.value = d.v AND i.name = d.n),
+            indexed AS (INSERT INTO tally_record_index(idx, value, name, updated)
+                        SELECT * FROM unnest($23::bytea[], $24::bytea[], $25::bytea[], $26::int8[])
+                        ON CONFLICT(idx, value, name) DO UPDATE SET updated = excluded.updated),
+            answered AS (INSERT INTO tally_idempotency(key, seq, time, response)
+                         SELECT * FROM unnest($27::bytea[], $28::int8[], $29::int8[], $30::bytea[])
+                         ON CONFLICT(key) DO UPDATE SET seq = excluded.seq, time = excluded.time,
+                             response = excluded.response)
+            SELECT (SELECT 1 / count(*) FROM head), (SELECT count(*) FROM notified),
                    (SELECT floor_seq FROM counted), (SELECT change_count FROM counted),
                    (SELECT change_bytes FROM counted)
             """, parameters: [.int8, .int8, .int8Array, .int8Array, .int8Array, .byteaArray, .byteaArray,
-                              .int8, .int8, .bool, .text, .byteaArray])
+                              .int8, .int8, .bool, .text, .byteaArray] + PostgresGroupWrites.parameterTypes)
         static let upsertRecord = PostgresStatement("put record", """
             INSERT INTO tally_records(name, version, seq, created, updated, data) VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT(name) DO UPDATE SET version = excluded.version, seq = excluded.seq,

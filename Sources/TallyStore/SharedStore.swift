@@ -20,6 +20,12 @@ public protocol SharedStore: Store {
     /// The latest reading, nil before the first: for `/healthz` and
     /// `/metrics`. Thread-safe.
     var lastHeadReading: HeadReading? { get }
+    /// After a group failed with `isHeadMoved`, the store may keep the
+    /// global head locked for a short while, so that the submitter's next
+    /// group — its work built again on the new head — cannot lose to yet
+    /// another hub. A submitter that has nothing to submit says so here,
+    /// and the store lets go at once. Thread-safe.
+    func releaseHeldHead()
 }
 
 /// Reads of a `SharedStore`.

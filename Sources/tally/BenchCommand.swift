@@ -55,6 +55,18 @@ enum BenchCommand {
             Option("compression", nil, "offer permessage-deflate (pushes then compressed per connection)"),
             Option("durability", "MODE", "the Tally hub's --durability: full (default), normal or off"),
         ]), fanout),
+        ("cross-hub", """
+        one record's updates to its subscribers on one SQLite hub, on
+                      the writing hub on PostgreSQL, and on a second hub on the
+                      same PostgreSQL store: latency and hub CPU per message
+        """, OptionTable(column: 24, [
+            Option("store", "URL", "the PostgreSQL database the hubs share (required)"),
+            Option("subscribers", "N", "subscribers (default 100)"),
+            Option("rate", "N", "updates per second (default 100)"),
+            Option("seconds", "D", "publishing time per path, shared by the rounds", "(default 10)"),
+            Option("rounds", "N", "turns of the three paths, fresh hubs each (default 3)"),
+            Option("threads", "N", "subscriber event-loop threads (default 1)"),
+        ]), crossHub),
         ("writes", """
         W writer connections in a closed loop of `set` + acknowledgement
                       against a Tally hub child with a fresh store: acknowledged
@@ -66,6 +78,10 @@ enum BenchCommand {
             Option("records", "N", "write random records among N shared by all writers",
                    "(default: each writer cycles over its own 1000)"),
             Option("threads", "N", "client event-loop threads (default 1)"),
+            Option("store", "URL", "the hubs keep their data in this PostgreSQL database",
+                   "(postgres://USER@HOST:PORT/DB) instead of SQLite"),
+            Option("hubs", "N", "hub children on --store, the writers spread over them",
+                   "(default 1)"),
         ]), writes),
         ("startup", """
         fills a store with N records, stops the hub, then times
@@ -132,7 +148,7 @@ enum BenchCommand {
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let which = args.first, which != "--help", which != "help" else { print(help); return 0 }
         guard let bench = benchmarks.first(where: { $0.name == which }) else {
-            throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, writes, startup, soak or history")
+            throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, cross-hub, writes, startup, soak or history")
         }
         let a = try Arguments(args.dropFirst(), command: "bench \(which)", options: bench.options)
         if a.flag("help") { print(help); return 0 }
@@ -243,6 +259,27 @@ enum BenchCommand {
         return .fanout(bench)
     }
 
+    private static func crossHub(_ a: Arguments) throws(UsageError) -> BenchRun {
+        guard let store = a.string("store") else {
+            throw UsageError(message: "bench cross-hub needs --store postgres://USER@HOST:PORT/DB: the database the hubs share")
+        }
+        try checkPostgresURL(store)
+        var bench = CrossHubBenchmark(store: store)
+        bench.template.subscribers = try a.int("subscribers", in: 1...20_000) ?? 100
+        bench.template.rate = try a.int("rate", in: 1...100_000) ?? 100
+        bench.template.threads = try a.int("threads", in: 1...64) ?? 1
+        bench.seconds = try seconds(a, "seconds", default: 10)
+        bench.rounds = try a.int("rounds", in: 1...100) ?? 3
+        return .crossHub(bench)
+    }
+
+    /// `--store` takes a PostgreSQL URL (parsed for real by the hub).
+    private static func checkPostgresURL(_ store: String) throws(UsageError) {
+        guard store.hasPrefix("postgres://") || store.hasPrefix("postgresql://") else {
+            throw UsageError(message: "--store takes a PostgreSQL URL, postgres://USER@HOST:PORT/DB, not '\(store)'")
+        }
+    }
+
     private static func writes(_ a: Arguments) throws(UsageError) -> BenchRun {
         let counts = try intList(a, "writers", default: [1, 10, 100], in: 1...10_000)
         var bench = WriteBenchmark()
@@ -250,6 +287,12 @@ enum BenchCommand {
         bench.durability = try durabilityMode(a)
         bench.records = try a.int("records", in: 1...100_000_000)
         bench.threads = try a.int("threads", in: 1...64) ?? 1
+        bench.store = a.string("store")
+        bench.hubs = try a.int("hubs", in: 1...16) ?? 1
+        if bench.hubs > 1, bench.store == nil {
+            throw UsageError(message: "--hubs needs --store: several hubs share one PostgreSQL database")
+        }
+        if let store = bench.store { try checkPostgresURL(store) }
         return .writes(bench, writerCounts: counts)
     }
 

@@ -114,7 +114,7 @@ enum ClientCommands {
             since = value
         }
         let json = a.flag("json")
-        var follower = BlockingFollower(access: HubAccess(a), subscribe: subscribe, since: since)
+        var follower = BlockingFollower(access: try HubAccess(a), subscribe: subscribe, since: since)
         try follower.run { event in
             switch event {
             case .reconnected(let url):

@@ -100,7 +100,7 @@ enum IntakeCommand {
         let json = a.flag("json")
 
         let outbox = try IntakeOutbox(path: outboxPath)
-        let (job, lock) = try outbox.createJob(hub: access.httpBase, photos: photos, code: code, location: location,
+        let (job, lock) = try outbox.createJob(hub: access.jobHub, photos: photos, code: code, location: location,
                                                gps: gps, receive: receive) { path in
             fputs("tally: photo '\(path)' has the same bytes as an earlier one: sent once\n", stderr)
         }
@@ -124,7 +124,7 @@ enum IntakeCommand {
         let access = try checkedAccess(a)
         let outboxPath = try outboxPath(flag: a.string("outbox"))
         let outbox = try IntakeOutbox(path: outboxPath)
-        let hub = access.httpBase
+        let hub = access.jobHub
         let json = a.flag("json"), quiet = a.flag("quiet")
         let jobs = try outbox.jobs(), plan: IntakeResumePlan
         do { plan = try IntakeResumePlan(jobs: jobs, hub: hub, wanted: a.positionals.first) } catch {
@@ -220,15 +220,13 @@ enum IntakeCommand {
         return (lat, lon)
     }
 
-    /// The hub's address and token from the flags: a malformed --server is a
-    /// usage error; a token that would go out in plain text is refused
-    /// (`HubError.insecureToken`) before anything is written or sent.
+    /// The hubs' addresses and token from the flags: a malformed --server is
+    /// a usage error; a token that would go out in plain text to any hub of
+    /// the list is refused (`HubError.insecureToken`) before anything is
+    /// written or sent.
     static func checkedAccess(_ a: Arguments) throws -> HubAccess {
-        let access = HubAccess(a)
-        do { _ = try WebSocketURL(access.httpBase) } catch {
-            throw UsageError(message: "--server: \(error)")
-        }
-        try access.checkTransport(access.url)
+        let access = try HubAccess(a)
+        try access.checkTransports()
         return access
     }
 

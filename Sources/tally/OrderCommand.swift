@@ -80,11 +80,12 @@ enum OrderCommand {
         guard p.isEmpty else { throw UsageError(message: "order ls takes no arguments; filter with --stage or list everything with --all") }
         let stages = a.strings("stage"), all = a.flag("all"), json = a.flag("json")
         guard !(all && !stages.isEmpty) else { throw UsageError(message: "order ls takes --stage or --all, not both") }
+        let access = try HubAccess(a)
         // The hub's `orders/` workflow (`GET /v1/workflows`), or the shipped one when the hub cannot say.
-        let workflow = all ? nil : (WorkflowCatalog.fetchJSON(HubAccess(a)).flatMap(WorkflowCatalog.init(json:)) ?? .shipped)
+        let workflow = all ? nil : (WorkflowCatalog.fetchJSON(access).flatMap(WorkflowCatalog.init(json:)) ?? .shipped)
             .rule(for: "orders/x")
         let open = workflow.map { flow in flow.stages.filter { !flow.terminal.contains($0) } } ?? []
-        let client = try BlockingTallyClient(access: HubAccess(a))
+        let client = try BlockingTallyClient(access: access)
         defer { client.close() }
         var rows: [[String]] = []
         try client.forEachPage(OrderRequests.list(stages: all ? nil : stages.isEmpty ? open : stages,

@@ -48,6 +48,9 @@ enum ServeCommand {
                "web pages at ORIGIN (https://app.example:8443);", "repeatable. Default: the hub's own origin only"),
         Option("allow-host", "NAME", "in open mode, also answer to Host NAME (default:",
                "loopback names and addresses; with --open, any", "address); repeatable"),
+        Option("peers", "URL,URL…", "the other hubs of this cluster (same --store):",
+               "GET /v1/hubs lists them, so the board moves to one",
+               "when this hub goes; their pages may connect here"),
         Option("max-subscriptions", "N", "subscriptions per connection (default 100000)"),
         Option("max-unauthenticated", "N", "WebSocket connections that have not sent a valid", "token yet, hub-wide (default 1000)"),
         Option("no-compression", nil, "refuse permessage-deflate"),
@@ -123,6 +126,15 @@ enum ServeCommand {
         return 0
     }
 
+    /// `--peers URL,URL…`: every element a hub's URL, the bad one named.
+    static func peers(_ list: String) throws(UsageError) -> PeerHubs {
+        let given = list.split(separator: ",", omittingEmptySubsequences: false).map { String($0.trimmingSpaces) }
+        do { return try PeerHubs(given) } catch {
+            throw UsageError(message: error.text.isEmpty ? "--peers: hub \(error.index + 1) of '\(list)' is empty"
+                                                          : "--peers: hub \(error.index + 1), '\(error.text)', \(error.message)")
+        }
+    }
+
     /// The flags, checked, as the settings they override.
     static func overrides(_ a: Arguments) throws(UsageError) -> HubOverrides {
         var flags = HubOverrides()
@@ -176,6 +188,7 @@ enum ServeCommand {
         if let host = flags.allowedHosts.first(where: { !BrowserGuard.isHostName($0) }) {
             throw UsageError(message: "--allow-host takes a host name such as tally.local (no scheme or port), not '\(host)'")
         }
+        if let list = a.string("peers") { flags.peers = try peers(list) }
         flags.maxSubscriptions = try a.int("max-subscriptions", in: 1...10_000_000)
         flags.maxUnauthenticated = try a.int("max-unauthenticated", in: 1...10_000_000)
         flags.openNetwork = a.flag("open")

@@ -128,6 +128,17 @@ struct OutboxReplayTests {
         #expect(ReplayFailure(HubError.refused(["code": "storage_failed"])) == .keep)
         #expect(ReplayFailure(ProtocolError(.shuttingDown, "bye")) == .keep)
     }
+
+    @Test func unavailableIsRetryable() {
+        // The hub cannot reach its database: the write was not acknowledged.
+        #expect(ErrorCode.unavailable.rawValue == "unavailable")
+        #expect(ReplayFailure(code: .unavailable) == .keep)
+        #expect(ReplayFailure(HubError.refused(["code": "unavailable", "message": "database unreachable"])) == .keep)
+        let error = ProtocolError(.unavailable, "the hub cannot reach its database")
+        #expect(ReplayFailure(error) == .keep)
+        #expect(error.isTransient && error.isHubRetryable)
+        #expect(!ProtocolError(.conflict, "moved on").isHubRetryable)
+    }
 }
 
 /// The replay loop driven against a hub in this process, as the intake

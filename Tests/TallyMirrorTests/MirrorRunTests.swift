@@ -12,7 +12,7 @@ struct MirrorRunTests {
         let directory = try TemporaryDirectory(prefix: "mirror-run")
         let path = "\(directory.path)/m.sqlite"
         let run = try MirrorRun(store: path, patterns: ["orders/"], access: HubAccess(server: "ws://127.0.0.1:9"))
-        #expect(run.patterns == ["orders/"] && run.access.server == "ws://127.0.0.1:9")
+        #expect(run.patterns == ["orders/"] && run.access.servers == ["ws://127.0.0.1:9"])
         #expect(throws: MirrorRun.Refusal.busy(store: path)) {
             try MirrorRun(store: path, patterns: ["orders/"], access: HubAccess())
         }
@@ -29,11 +29,29 @@ struct MirrorRunTests {
         try MirrorStore.open(path, create: false).setMeta(["patterns": #"["orders/","items/x"]"#, "hub": "http://127.0.0.1:7"])
         let run = try MirrorRun(store: path, patterns: [], access: HubAccess())
         defer { run.release() }
-        #expect(run.patterns == ["orders/", "items/x"] && run.access.server == "http://127.0.0.1:7")
+        #expect(run.patterns == ["orders/", "items/x"] && run.access.servers == ["http://127.0.0.1:7"])
         let configuration = run.configuration(policies: PolicyTable())
         #expect(configuration.url == "ws://127.0.0.1:7/v1/ws" && configuration.serverLabel == "http://127.0.0.1:7")
         #expect(configuration.patterns == ["orders/", "items/x"] && configuration.clientID.hasPrefix("mirror:"))
         #expect(configuration.options.pingIntervalMillis == 3_000 && configuration.options.idleTimeoutMillis == 10_000)
+    }
+
+    @Test func aListOfHubsIsKeptForTheNextRun() throws {
+        let directory = try TemporaryDirectory(prefix: "mirror-run")
+        let path = "\(directory.path)/m.sqlite"
+        let given = HubAccess(servers: ["ws://127.0.0.1:7", "http://127.0.0.1:8"])
+        let run = try MirrorRun(store: path, patterns: ["orders/"], access: given)
+        let configuration = run.configuration(policies: PolicyTable())
+        #expect(configuration.urls == ["ws://127.0.0.1:7/v1/ws", "ws://127.0.0.1:8/v1/ws"])
+        #expect(configuration.serverLabel == "ws://127.0.0.1:7,http://127.0.0.1:8")
+        run.release()
+        // What the run stores as its hub (MirrorSync.begin) is the label; the
+        // next run without --server reads the whole list back.
+        try MirrorStore.open(path, create: false).setMeta(["hub": "ws://127.0.0.1:7,http://127.0.0.1:8", "patterns": #"["orders/"]"#])
+        let next = try MirrorRun(store: path, patterns: [], access: HubAccess())
+        defer { next.release() }
+        #expect(next.access.servers == ["ws://127.0.0.1:7", "http://127.0.0.1:8"])
+        #expect(next.configuration(policies: PolicyTable()).urls == configuration.urls)
     }
 
     @Test func aTokenInClearTextToAnotherHostIsRefused() throws {
@@ -45,6 +63,13 @@ struct MirrorRunTests {
             if case .insecureToken = error as? HubError { true } else { false }
         }
         #expect(try MirrorRunLock.isHeld(store: path) == false)
+        // Any hub of a list: a failover must not send the token in clear either.
+        #expect {
+            try MirrorRun(store: path, patterns: ["orders/"],
+                          access: HubAccess(servers: ["ws://127.0.0.1:8080", "ws://10.0.0.5:8080"], token: "t"))
+        } throws: { error in
+            if case .insecureToken(let url) = error as? HubError { url == "ws://10.0.0.5:8080/v1/ws" } else { false }
+        }
         try MirrorRun(store: path, patterns: ["orders/"], access: HubAccess(server: "ws://10.0.0.5:8080", token: "t", insecure: true))
             .release()
     }

@@ -52,10 +52,11 @@ final class TestMirror {
     ///   - honourRetryAfter: wait the `retryAfterMs` of a hub that just
     ///     started, as `mirror run` does (off: tests restart hubs often).
     ///   - progress: the sync's resync progress, on its queue.
-    func start(_ url: String, honourRetryAfter: Bool = false,
+    ///   - others: more hubs of the cluster, after `url` (`--server a,b`).
+    func start(_ url: String, others: [String] = [], honourRetryAfter: Bool = false,
                progress: (@Sendable (ResyncState?) -> Void)? = nil) throws {
-        var configuration = MirrorSync.Configuration(url: url, token: nil, clientID: "mirror:test:\(path.hashValue)",
-                                                     patterns: patterns)
+        var configuration = MirrorSync.Configuration(urls: [url] + others, token: nil,
+                                                     clientID: "mirror:test:\(path.hashValue)", patterns: patterns)
         configuration.policies = policies
         configuration.options.backoff = Backoff(baseMillis: 20, capMillis: 200)
         configuration.options.honourRetryAfter = honourRetryAfter

@@ -8,6 +8,7 @@ import TallyHTTP
 import TallyNet
 import TallyProtocol
 @testable import TallyServer
+import TallyHubTestSupport
 import TallyTestSupport
 
 // Blob storage (contract, "Blobs"): the store on both backends, the HTTP
@@ -397,12 +398,7 @@ final class BlobTestServer {
             authorized.withLock { $0.append("\(operation) \(name)") }
             return nil
         }
-        var configuration = ServerConfiguration()
-        configuration.host = "127.0.0.1"
-        configuration.port = 0
-        configuration.threads = 1
-        configuration.logger = .disabled
-        configuration.shutdownGraceMillis = 1_000
+        var configuration = ServerConfiguration.forTests(threads: 1, shutdownGraceMillis: 1_000)
         configuration.httpLimits.maxBodyBytes = maxBlobSize + (64 << 10)
         server = try Server(configuration: configuration, application: Application(router: router))
     }

@@ -161,6 +161,16 @@ struct HubRESTTests {
             #expect(try listener.push().object == ["op": "event", "topic": "scanner", "data": ["code": "9"]])
         }
     }
+
+    @Test func aHubThatCannotReachItsDatabaseAnswers503WithRetryAfter() {
+        // `unavailable`: the write was not acknowledged; retry (here later, or on another hub).
+        let unavailable = REST.response(for: ProtocolError(.unavailable, "the hub cannot reach its database"))
+        #expect(unavailable.status.code == 503 && unavailable.headers["Retry-After"] == "2")
+        #expect(String(decoding: unavailable.body, as: UTF8.self).contains(#""code":"unavailable""#))
+        let full = REST.response(for: ProtocolError(.storageFailed, "disk full"))
+        #expect(full.status.code == 503 && full.headers["Retry-After"] == "5")
+        #expect(REST.response(for: ProtocolError(.shuttingDown, "bye")).headers["Retry-After"] == nil)
+    }
 }
 
 @Suite("Hub: SQLite storage")

@@ -110,6 +110,80 @@ struct SharedStoreHubTests {
         }
     }
 
+    /// Eight clients, four on each hub, each with 25 writes in flight:
+    /// increments, versioned sets and keyed retries over a few records.
+    /// Every request is answered once, in order; a record's version counts
+    /// every acknowledged write to it, once (a keyed retry answered from
+    /// the first is none); subscribers on both hubs see one gap-free sequence.
+    @Test func busyClientsOnBothHubsAreAnsweredOnceInOrder() throws {
+        try withHubPair { pair in
+            let watchers = [try pair.a.connect(), try pair.b.connect()]
+            for watcher in watchers { try watcher.ok(#"{"op":"subscribe","prefix":"c/"}"#) }
+            let clients = try (0..<8).map { index in try (index % 2 == 0 ? pair.a : pair.b).connect() }
+            var acknowledgedWrites = [Int](repeating: 0, count: 4)
+            var random = SystemRandomNumberGenerator()
+            let perClient = 100, window = 25
+            var sent = [Int](repeating: 0, count: clients.count)
+            var received = [Int](repeating: 0, count: clients.count)
+            // Per request: the record it writes, and whether an acknowledgement
+            // is a new write (a retry of a key already used is not).
+            var kinds: [[(record: Int, writes: Bool)]] = Array(repeating: [], count: clients.count)
+            func send(_ client: Int) {
+                let n = sent[client]
+                let record = Int.random(in: 0..<4, using: &random)
+                let id = "\(client)-\(n)"
+                if n % 10 == 9, kinds[client][n - 1].writes, (n - 1) % 3 != 0 {
+                    // A keyed retry of this client's previous increment, on
+                    // whichever hub: answered with the first answer.
+                    let key = "k\(client)-\(n - 1)"
+                    clients[client].send(#"{"op":"increment","name":"c/\#(record)","path":"n","idem":"\#(key)","id":"\#(id)"}"#)
+                    kinds[client].append((kinds[client][n - 1].record, false))
+                } else if n % 3 == 0 {
+                    clients[client].send(#"{"op":"set","name":"c/\#(record)","version":\#(Int.random(in: 1...20, using: &random)),"data":{"n":0},"id":"\#(id)"}"#)
+                    kinds[client].append((record, true))
+                } else {
+                    clients[client].send(#"{"op":"increment","name":"c/\#(record)","path":"n","idem":"k\#(client)-\#(n)","id":"\#(id)"}"#)
+                    kinds[client].append((record, true))
+                }
+                sent[client] += 1
+            }
+            for client in clients.indices { for _ in 0..<window { send(client) } }
+            var done = false
+            while !done {
+                done = true
+                for client in clients.indices where received[client] < perClient {
+                    done = false
+                    let answer = try clients[client].next()
+                    let n = received[client]
+                    #expect(answer["id"] == .string("\(client)-\(n)"), "\(answer.text)")
+                    if answer["ok"] == true {
+                        let kind = kinds[client][n]
+                        if kind.writes { acknowledgedWrites[kind.record] += 1 }
+                    } else {
+                        #expect(answer.errorCode == "conflict", "\(answer.text)")
+                    }
+                    received[client] += 1
+                    if sent[client] < perClient { send(client) }
+                }
+            }
+            // Versions count every acknowledged write (a keyed retry is not one).
+            var expectedPushes = 0
+            for record in 0..<4 {
+                let got = try clients[0].ok(#"{"op":"get","name":"c/\#(record)"}"#)
+                #expect(got["version"] == .number(JSONNumber(Int64(acknowledgedWrites[record]))), "c/\(record): \(got.text)")
+                expectedPushes += acknowledgedWrites[record]
+            }
+            for watcher in watchers {
+                var seqs: [Int64] = []
+                while seqs.count < expectedPushes {
+                    let push = try watcher.push()
+                    seqs.append(push["seq"]?.numberValue?.int64Value ?? -1)
+                }
+                #expect(seqs == Array(1...Int64(expectedPushes)))
+            }
+        }
+    }
+
     @Test func anIdempotencyKeyRetriedOnTheOtherHubIsAnsweredOnce() throws {
         try withHubPair { pair in
             let onA = try pair.a.connect()
@@ -147,8 +221,10 @@ struct SharedStoreHubTests {
             }
             var delivered = 0
             var refused = 0
-            for (client, _) in orders {
+            for (client, name) in orders {
+                // Each client's answers come in its requests' order, once each.
                 let answer = try client.next()
+                #expect(answer["id"] == .string(name), "\(answer.text)")
                 if answer["ok"] == true { delivered += 1 } else if answer.errorCode == "insufficient_stock" { refused += 1 }
             }
             #expect(delivered == 3)
@@ -187,7 +263,65 @@ struct SharedStoreHubTests {
         }
     }
 
-    @Test func pathSubscribersAndLiveQueriesOnTheOtherHubSeeOnlyWhatConcernsThem() throws {
+    /// PostgreSQL away: writes are refused `unavailable` (REST 503 with
+    /// Retry-After), `/healthz` says 503, the hub stays up; back, the next
+    /// write commits after everything acknowledged before, with no gap.
+    @Test func writesAreUnavailableWhilePostgreSQLIsAwayAndGoOnAfter() throws {
+        let cluster = try PostgresCluster.start(fsync: false)
+        defer { cluster.destroy() }
+        let url = try cluster.createDatabase("away")
+        let hub = try HubFixture(store: try PostgresStore(url: url))
+        defer { hub.close() }
+        let client = try hub.connect()
+        let first = try client.ok(#"{"op":"set","name":"kept","data":{"n":1}}"#)
+        #expect(try hub.http("GET", "/healthz").status == 200)
+
+        try cluster.stop()
+        let refused = try client.request(#"{"op":"set","name":"lost","data":{"n":2}}"#)
+        #expect(refused.errorCode == "unavailable", "\(refused.text)")
+        #expect(refused.error?["message"]?.stringValue?.contains("acknowledged") == true)
+        let rest = try hub.http("PUT", "/v1/records/lost", body: #"{"n":3}"#)
+        #expect(rest.status == 503)
+        #expect(rest.header("Retry-After") != nil)
+        try waitUntil("healthz to say unavailable", timeoutMillis: 10_000, intervalMillis: 50) {
+            try hub.http("GET", "/healthz").status == 503
+        }
+        let health = try hub.http("GET", "/healthz").json
+        #expect(health["status"] == "unavailable" && health["storeReachable"] == false)
+
+        try cluster.start()
+        try waitUntil("healthz to say ok", timeoutMillis: 15_000, intervalMillis: 50) {
+            try hub.http("GET", "/healthz").status == 200
+        }
+        let next = try client.ok(#"{"op":"set","name":"after","data":{"n":4}}"#)
+        #expect(next["seq"] == .number(JSONNumber((first["seq"]?.numberValue?.int64Value ?? 0) + 1)))
+        let changes = try hub.storeReader().changes(after: 0, limit: 10).map(\.name)
+        #expect(changes == ["kept", "after"])
+    }
+
+    @Test func aLiveQueryOnTheOtherHubSeesRecordsEnterAndLeave() throws {
+        try withHubPair { pair in
+            let onA = try pair.a.connect()
+            try onA.ok(#"{"op":"set","name":"items/x","data":{"stock":10}}"#)
+            let onB = try pair.b.connect()
+            let subscribed = try onB.ok(#"{"op":"subscribe","query":{"prefix":"orders/","where":{"stage":["received"]}}}"#)
+            let query = subscribed["query"]
+            try onA.ok(#"{"op":"set","name":"orders/1","data":{"item":"items/x","qty":1}}"#)
+            let entered = try onB.push()
+            #expect(entered["op"] == "query" && entered["query"] == query)
+            #expect(entered["entered"]?.arrayValue?.first?.objectValue?["name"] == "orders/1")
+            // A change that keeps it in the result, then one that takes it out.
+            try onA.ok(#"{"op":"merge","name":"orders/1","data":{"note":"urgent"}}"#)
+            let changed = try onB.push()
+            #expect(changed["changed"]?.arrayValue?.first?.objectValue?["name"] == "orders/1", "\(changed.text)")
+            try onA.ok(#"{"op":"advance","name":"orders/1","to":"in-progress"}"#)
+            let left = try onB.push()
+            #expect(left["left"] == ["orders/1"], "\(left.text)")
+            try onB.expectNothingPending()
+        }
+    }
+
+    @Test func pathSubscribersOnTheOtherHubSeeOnlyWhatConcernsThem() throws {
         try withHubPair { pair in
             let onA = try pair.a.connect()
             try onA.ok(#"{"op":"set","name":"items/x","data":{"name":"X","stock":1,"location":"A1"}}"#)

@@ -90,6 +90,18 @@ import Testing
         #expect(latest.roundTripMicros > 0)
     }
 
+    /// A hub frozen inside a group holds the head row, and every other
+    /// hub's commits wait for it: the server ends the writer's session
+    /// after 5 s idle in a transaction, whatever the database's setting.
+    @Test func theWritersSessionEndsWhenItSitsInATransaction() throws {
+        let url = try PostgresCluster.shared().createDatabase("idle")
+        let store = try PostgresStore(url: url)
+        defer { store.close() }
+        let writer = try #require(store.committer.writerBackend as? PostgresWriter)
+        let setting = try writer.connection.query("SHOW idle_in_transaction_session_timeout").firstRow().text(0)
+        #expect(setting == "5s")
+    }
+
     @Test func metaCountsStayRightWithTwoWritersPruning() throws {
         var retention = StoreRetention()
         retention.maxChanges = 4

@@ -22,6 +22,35 @@ import TallyProtocol
         #expect(try h.reader.state().recordCount == 0)
     }
 
+    /// Puts and deletes of one name, and of one index row, within one
+    /// group leave what the last of them says (the PostgreSQL writer sends
+    /// a group's rows in one statement, each name once).
+    @Test(arguments: Backend.allCases)
+    func putsAndDeletesOfOneNameInOneGroupEndAsTheLastSays(backend: Backend) throws {
+        let h = try StoreHarness(backend, start: false)
+        let entry = StoredIndexEntry(index: "idx", value: Array("v".utf8), name: "kept", updated: 7)
+        let units = [
+            h.unit([.putRecord(record("kept", version: 1, seq: 1)), .putRecord(record("gone", version: 1, seq: 1)),
+                    .putIndexEntry(entry)], changes: [change(1, .record, "kept")]),
+            h.unit([.deleteRecord("kept"), .deleteRecord("gone"),
+                    .deleteIndexEntry(index: "idx", value: Array("v".utf8), name: "kept")],
+                   changes: [change(2, .record, "kept")]),
+            h.unit([.putRecord(record("kept", version: 3, seq: 3)), .putIndexEntry(entry)],
+                   changes: [change(3, .record, "kept")],
+                   idempotency: StoredIdempotency(key: "k", seq: 3, time: testNow, response: [1])),
+            h.unit([], changes: [change(4, .record, "x")],
+                   idempotency: StoredIdempotency(key: "k", seq: 4, time: testNow, response: [2])),
+        ]
+        for unit in units { h.store.submit(unit) }
+        h.startWriter()
+        let outcomes = try h.recorder.wait(for: units.map(\.token))
+        #expect(outcomes.allSatisfy { $0.error == nil })
+        #expect(try h.reader.record("kept") == record("kept", version: 3, seq: 3))
+        #expect(try h.reader.record("gone") == nil)
+        #expect(try h.reader.indexedNames(index: "idx", value: Array("v".utf8), prefix: "", after: nil, limit: 10) == ["kept"])
+        #expect(try h.reader.idempotency("k")?.response == [2])
+    }
+
     @Test(arguments: Backend.allCases)
     func putGetDeleteList(backend: Backend) throws {
         let h = try StoreHarness(backend)

@@ -66,14 +66,14 @@ class Hubs(interop.TallyFactory):
         if code != 0:
             pytest.fail(f"tally did not stop cleanly (exit {code}); stderr:\n{server.stderr()[-3000:]}")
 
-    def start_again(self, server):
+    def start_again(self, server, *extra: str):
         """A new hub on ``server``'s port and data directory (``server`` must
-        be stopped). The port was just freed; retried briefly in case the
-        kernel still holds it."""
+        be stopped), with ``extra`` arguments added. The port was just freed;
+        retried briefly in case the kernel still holds it."""
         deadline = time.monotonic() + 5
         while True:
             try:
-                return self._start([*server.serve_args, "--port", str(server.port)], server.data_dir)
+                return self._start([*server.serve_args, *extra, "--port", str(server.port)], server.data_dir)
             except pytest.fail.Exception:
                 if time.monotonic() > deadline:
                     raise
@@ -104,7 +104,7 @@ def http_json(server, method: str, path: str, body=None, token: str | None = Non
 
 def cli(server, *args: str, token: str | None = None) -> str:
     """Runs `tally ARGS --server URL` (bounded); its standard output."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TALLY_URL", "TALLY_TOKEN")}
+    env = {k: v for k, v in os.environ.items() if k not in ("TALLY_URL", "TALLY_SERVER", "TALLY_TOKEN")}
     if token:
         env["TALLY_TOKEN"] = token
     result = subprocess.run([str(TALLY_BIN), *args, "--server", server.url("/")], capture_output=True, text=True,

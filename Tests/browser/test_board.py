@@ -9,6 +9,8 @@
   (median of several, measured in the page against the same clock);
 - the hub is stopped and started again (same --data, same port): the board
   says reconnecting, then live again, and shows what changed meanwhile;
+- the board learns its hub's peers (`GET /v1/hubs`), and when its hub
+  stops it moves to a peer, resumes there and follows it live;
 - on a hub with users the board asks for a token, keeps it, and shows
   buttons only to roles that may act; photos load with the token;
 - screenshots of the board are saved as test artifacts, and the demo board
@@ -179,6 +181,44 @@ def test_board_reconnects_and_resyncs_after_a_hub_restart(hubs, browser, tmp_pat
         "return [...window.tallyBoard.hub.subscriptions].map(s => s.lastSnapshot && s.lastSnapshot.resnapshot)")
     assert not any(resumed), f"resumed from the last seen seq, no resnapshot: {resumed}"
     save_full_page(driver, "board-after-restart.png")
+
+
+def test_board_moves_to_a_peer_when_its_hub_stops(hubs, browser, tmp_path):
+    """Two independent hubs stand for a cluster (the moving is what is
+    checked; a real cluster shares its seqs through PostgreSQL). Each names
+    the other as its peer, so the board loaded from the first may connect to
+    the second (its CSP) and the second takes the first's page (its origin)."""
+    second = hubs("--data", str(tmp_path / "second"))
+    first = hubs("--data", str(tmp_path / "first"), "--peers", f"ws://127.0.0.1:{second.port}")
+    hubs.stop(second)
+    second = hubs.start_again(second, "--peers", f"ws://127.0.0.1:{first.port}")
+    first_url, second_url = (f"ws://127.0.0.1:{hub.port}/v1/ws" for hub in (first, second))
+    # The second hub further along than the first: a resume with the
+    # first's seq is answered with changes, not a snapshot.
+    for n in range(4):
+        cli(second, "set", f"notes/n{n}", json.dumps({"n": n}))
+    cli(first, "set", "items/widget-1", json.dumps({"name": "Test widget", "stock": 10}))
+    before = new_order(first, "items/widget-1")
+
+    driver = browser()
+    open_board(driver, first, "?linger=600")
+    wait_until(f"{before} on the board", lambda: card(driver, before))
+    assert driver.execute_script("return window.tallyBoard.hub.urls") == [first_url, second_url]
+    assert driver.find_element(By.ID, "connection").get_attribute("data-hub") == first_url
+
+    hubs.stop(first)
+    wait_until("the board live on the second hub",
+               lambda: connection_state(driver) == "live"
+               and driver.find_element(By.ID, "connection").get_attribute("data-hub") == second_url, timeout=20)
+    assert driver.execute_script("return window.tallyBoard.hub.url") == second_url
+    resumed = driver.execute_script(
+        "return [...window.tallyBoard.hub.subscriptions].map(s => s.lastSnapshot && s.lastSnapshot.resnapshot)")
+    assert not any(resumed), f"resumed from the last seen seq, no resnapshot: {resumed}"
+    # And live there: an order made on the second hub appears.
+    cli(second, "set", "items/widget-2", json.dumps({"name": "Second widget", "stock": 4}))
+    after = new_order(second, "items/widget-2", 2)
+    wait_until(f"{after} from the second hub", lambda: card(driver, after), timeout=15)
+    save_full_page(driver, "board-after-failover.png")
 
 
 TOKENS = {"staff": "staff-token-for-the-board-test", "wall": "dashboard-token-for-the-board-test",

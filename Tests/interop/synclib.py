@@ -23,6 +23,8 @@ import http.client
 import itertools
 import json
 import os
+import queue
+import signal
 import subprocess
 import threading
 import time
@@ -510,3 +512,103 @@ def wait_until(predicate, timeout: float, what, interval: float = 0.1):
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what() if callable(what) else what}")
         time.sleep(interval)
+
+
+# --------------------------------------------------------------------------
+# Long-running commands
+
+LINE_TIMEOUT = 5.0
+
+
+class LongRunning:
+    """A `tally watch`/`tally on` process; stdout and stderr lines are read
+    by threads into queues."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]):
+        self.argv = argv
+        self.process = subprocess.Popen([str(TALLY_BIN), *argv], stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.out: queue.Queue[str | None] = queue.Queue()
+        self.err: queue.Queue[str | None] = queue.Queue()
+        self.err_seen: list[str] = []
+        for stream, q in ((self.process.stdout, self.out), (self.process.stderr, self.err)):
+            threading.Thread(target=self._pump, args=(stream, q), daemon=True).start()
+
+    @staticmethod
+    def _pump(stream, q: queue.Queue) -> None:
+        for raw in iter(stream.readline, b""):
+            q.put(raw.decode(errors="replace").rstrip("\n"))
+        q.put(None)
+
+    def describe(self) -> str:
+        while True:
+            try:
+                line = self.err.get_nowait()
+            except queue.Empty:
+                break
+            if line is not None:
+                self.err_seen.append(line)
+        return (f"`tally {' '.join(self.argv)}` (pid {self.process.pid}, "
+                f"exit {self.process.poll()}); stderr: {self.err_seen[-20:]!r}")
+
+    def line(self, timeout: float = LINE_TIMEOUT) -> str:
+        try:
+            line = self.out.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no output line within {timeout}s from {self.describe()}") from None
+        if line is None:
+            self.out.put(None)
+            raise AssertionError(f"stdout closed: {self.describe()}")
+        return line
+
+    def json_line(self, timeout: float = LINE_TIMEOUT) -> dict:
+        line = self.line(timeout)
+        try:
+            value = json.loads(line)
+        except ValueError:
+            raise AssertionError(f"not a JSON line: {line!r} from {self.describe()}") from None
+        assert isinstance(value, dict), line
+        return value
+
+    def json_lines(self, count: int, timeout: float = LINE_TIMEOUT) -> list[dict]:
+        return [self.json_line(timeout) for _ in range(count)]
+
+    def no_line(self, wait: float = 0.3) -> None:
+        try:
+            line = self.out.get(timeout=wait)
+        except queue.Empty:
+            return
+        raise AssertionError(f"unexpected output {line!r} from {self.describe()}")
+
+    def stderr_matching(self, text: str, timeout: float = LINE_TIMEOUT) -> str:
+        deadline = time.monotonic() + timeout
+        for line in self.err_seen:
+            if text in line.lower():
+                return line
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                line = self.err.get(timeout=max(0.0, remaining))
+            except queue.Empty:
+                raise AssertionError(f"no stderr line with {text!r} within {timeout}s: "
+                                     f"{self.describe()}") from None
+            if line is None:
+                self.err.put(None)
+                raise AssertionError(f"stderr closed without {text!r}: {self.describe()}")
+            self.err_seen.append(line)
+            if text in line.lower():
+                return line
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> int:
+        """SIGTERM by PID, then SIGKILL after a bounded wait."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(3)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)
+        return self.process.returncode

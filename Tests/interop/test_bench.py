@@ -173,6 +173,11 @@ def test_soak_prints_rss_over_time_and_a_summary_and_checks_every_push():
     # Parsed before anything runs: a usage error (2), not a failed run.
     ("echo", ["--threads", "0"], "--threads must be a whole number"),
     ("connections", ["--threads", "0"], "--threads must be a whole number"),
+    # Several hubs share one PostgreSQL database: not without one.
+    ("writes", ["--hubs", "3"], "--hubs needs --store"),
+    ("writes", ["--store", "sqlite.db"], "--store takes a PostgreSQL URL"),
+    ("cross-hub", [], "needs --store"),
+    ("cross-hub", ["--store", "/tmp/x"], "--store takes a PostgreSQL URL"),
 ])
 def test_soak_and_history_refuse_bad_arguments(bench, args, complaint):
     result = run_tally(["bench", bench, *args], None, 15.0)

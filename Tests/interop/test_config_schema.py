@@ -202,7 +202,7 @@ def test_the_schema_is_a_2020_12_schema(schema):
     assert schema["additionalProperties"] is False
     assert set(schema["properties"]) == {"host", "port", "threads", "data", "durability", "retention",
                                          "maxRecordSize", "maxMessageSize", "maxBlobSize", "blobQuota", "cacheSize", "echo",
-                                         "allowOrigins", "allowHosts", "maxSubscriptions",
+                                         "allowOrigins", "allowHosts", "peers", "maxSubscriptions",
                                          "maxUnauthenticated", "users", "roles", "workflows", "indexes"}
 
 
@@ -476,6 +476,13 @@ BAD_CONFIGS = [
     ("origin-path", {"allowOrigins": ["https://app.example/board"]}, "$.allowOrigins[0]", None),
     ("origin-scheme", {"allowOrigins": ["app.example"]}, "$.allowOrigins[0]", None),
     ("host-port", {"allowHosts": ["tally.lan:8080"]}, "$.allowHosts[0]", None),
+    ("peers-type", {"peers": "ws://10.0.0.2:8080"}, "$.peers", None),
+    ("peer-type", {"peers": [8080]}, "$.peers[0]", None),
+    ("peer-empty", {"peers": ["ws://10.0.0.2:8080", ""]}, "$.peers[1]", None),
+    ("peer-scheme", {"peers": ["ws://10.0.0.2:8080", "10.0.0.3:8080"]}, "$.peers[1]", None),
+    ("peer-port", {"peers": ["ws://10.0.0.2:70000"]}, "$.peers[0]", None),
+    ("peer-no-host", {"peers": ["wss://"]}, "$.peers[0]", None),
+    ("peer-credentials", {"peers": ["ws://ana@10.0.0.2:8080"]}, "$.peers[0]", None),
     ("subscriptions-zero", {"maxSubscriptions": 0}, "$.maxSubscriptions", None),
     ("unauthenticated-type", {"maxUnauthenticated": "many"}, "$.maxUnauthenticated", None),
     ("indexes-type", {"indexes": {"prefix": "items/"}}, "$.indexes", None),
@@ -523,6 +530,9 @@ EDGE_CONFIGS = [
     ("empty-members", {"retention": {}, "users": [], "roles": {}, "workflows": {}, "allowOrigins": [],
                        "allowHosts": []}),
     ("indexes", {"indexes": [{"prefix": "items/", "path": "location"}, {"prefix": "", "path": "lines[0].sku"}]}),
+    ("peers", {"peers": ["ws://10.0.0.2:8080", "wss://hub-3.example", "http://[fd00::4]:8080/v1/ws",
+                         "https://hub-5.example:8443/"]}),
+    ("no-peers", {"peers": []}),
     ("browsers-and-caps", {"echo": False, "allowOrigins": ["https://app.example:8443", "http://10.0.0.5"],
                            "allowHosts": ["tally.lan", "10.0.0.5"], "maxSubscriptions": 1,
                            "maxUnauthenticated": 10000000}),

@@ -338,7 +338,8 @@ def test_every_intake_command_takes_the_options_its_help_lists(cli, tmp_path):
     assert {"outbox", "json", "quiet", "server", "token", "insecure"} <= {name for name, _ in common}, help_text
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # bound, not listening: refuses
     sock.bind(("127.0.0.1", 0))
-    values = {"URL": f"ws://127.0.0.1:{sock.getsockname()[1]}", "FILE": str(cli.outbox)}
+    dead = f"ws://127.0.0.1:{sock.getsockname()[1]}"
+    values = {"URL": dead, "URLS": f"{dead},{dead}", "FILE": str(cli.outbox)}
     try:
         for name, value in common:
             flag = [f"--{name}"] + ([values.get(value, "x")] if value else [])

@@ -5,6 +5,7 @@ other connections afterwards.
 
 from __future__ import annotations
 
+import json
 import ssl
 import time
 import zlib
@@ -370,7 +371,8 @@ def test_request_dribbled_byte_by_byte(tally):
     conn = Buffered(connect(tally.host, tally.port))
     dribble(conn.sock, request, 0.02)  # about 0.9 s
     response = read_http_response(conn)
-    assert response.status == 200 and response.json() == {"status": "ok"}
+    # A hub on PostgreSQL adds the store's figures to the body.
+    assert response.status == 200 and response.json()["status"] == "ok"
     conn.sock.close()
 
 
@@ -560,10 +562,11 @@ def test_head_is_get_without_a_body(tally):
     deadline = time.monotonic() + 5
     head = conn.read_until(b"\r\n\r\n", deadline).decode("latin-1")
     assert head.startswith("HTTP/1.1 200"), head
-    assert "content-length: 15" in head.lower(), head
-    # No body follows: the next bytes are the GET's status line.
+    # No body follows: the next bytes are the GET's status line, and the
+    # HEAD's Content-Length is the GET's body's.
     following = read_http_response(conn)
-    assert following.status == 200 and following.body == b'{"status":"ok"}'
+    assert following.status == 200 and json.loads(following.body)["status"] == "ok"
+    assert f"content-length: {len(following.body)}" in head.lower(), head
     conn.sock.close()
 
 

@@ -51,6 +51,30 @@ function bursting(Impl, { ms = 40, onSend = null } = {}) {
   };
 }
 
+/** A WebSocket whose first reply to a subscribe is replaced by the hub's
+ *  "not now" (`code`): what a hub that cannot reach its database answers. */
+function notNowOnFirstSubscribe(Impl, code, seen) {
+  return class extends Impl {
+    send(data) {
+      const message = JSON.parse(String(data));
+      if (!seen.refused && message.op === "subscribe" && seen.id === undefined) seen.id = message.id;
+      super.send(data);
+    }
+
+    set onmessage(handler) {
+      super.onmessage = (event) => {
+        const message = seen.refused || seen.id === undefined ? null : JSON.parse(event.data);
+        if (message && message.op === undefined && message.id === seen.id) {
+          seen.refused = true;
+          handler({ data: JSON.stringify({ id: message.id, ok: false, error: { code, message: "the hub cannot reach its database" } }) });
+          return;
+        }
+        handler(event);
+      };
+    }
+  };
+}
+
 async function refusal(promise) {
   try { await promise; } catch (error) { return error; }
   throw new Error("expected a refusal, the request succeeded");
@@ -419,6 +443,47 @@ export async function runClientChecks({ url, WebSocket } = {}) {
     assert(equal(listSub.value.entries, ["r/1"]), JSON.stringify(listSub.value));
     assert(!sub.lastSnapshot.resnapshot, "resumed, not resnapshotted");
     offState(); offMessage(); void sent; void subscribes;
+  });
+
+  await check("the constructor takes one hub or several; a hub that refuses gives way to the next", async () => {
+    const one = new Tally(url, { WebSocket });
+    assert(equal(one.urls, [one.url]) && one.url === a.url, `one: ${one.urls}`);
+    const dead = "ws://127.0.0.1:1/v1/ws";
+    // The same hub twice (ws:// and http:// forms): listed once.
+    const listed = new Tally({ url: [dead, url, one.url.replace("ws://", "http://").replace("/v1/ws", "")], WebSocket,
+      client: "checks-list", initialDelayMs: 20, maxDelayMs: 200 });
+    clients.push(listed);
+    assert(equal(listed.urls, [dead, one.url]), `urls ${listed.urls}`);
+    const tried = [];
+    listed.on("state", (state, detail) => { if (detail.url) tried.push(detail.url); });
+    await listed.connect();
+    assert(listed.url === one.url && listed.state === State.live, `connected to ${listed.url}`);
+    assert(tried[0] === one.url, `after the refusal it tried ${tried}`);
+    assert((await listed.set("h/1", { via: "list" })).version >= 1, "writes on the second hub");
+    const positional = new Tally([dead, url], { WebSocket, client: "checks-positional", initialDelayMs: 20, maxDelayMs: 200 });
+    clients.push(positional);
+    await positional.connect();
+    assert(positional.url === one.url, `positional: ${positional.url}`);
+    // The clear-text token rule covers every hub of the list.
+    const exposed = new Tally({ url: [url, "ws://hub.example:8080"], token: "t", WebSocket });
+    const error = await refusal(exposed.connect());
+    assert(error.code === "insecure" && error.message.includes("hub.example:8080"), `${error.code}: ${error.message}`);
+  });
+
+  await check("a hub's unavailable answer to a subscribe moves on and keeps the subscription", async () => {
+    assert(new TallyError("unavailable", "x").retryable && new TallyError("storage_failed", "x").retryable, "retryable codes");
+    assert(!new TallyError("conflict", "x").retryable, "a conflict is not retryable");
+    await b.set("u/1", { n: 1 });
+    const seen = {};
+    const c = new Tally({ url, WebSocket: notNowOnFirstSubscribe(WebSocket ?? globalThis.WebSocket, "unavailable", seen),
+      client: "checks-unavailable", initialDelayMs: 20, maxDelayMs: 200 });
+    clients.push(c);
+    const sub = c.record("u/1");
+    await c.connect();
+    await sub.ready;
+    assert(seen.refused, "the first subscribe was answered unavailable");
+    assert(!sub.failed && c.subscriptions.has(sub), `the subscription was dropped: ${sub.failed}`);
+    assert(sub.value?.data?.n === 1, JSON.stringify(sub.value));
   });
 
   await check("requests while closed fail with closed", async () => {

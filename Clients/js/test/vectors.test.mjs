@@ -17,6 +17,7 @@ import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { replayVector } from "./replay.js";
 import { runClientChecks } from "./client-checks.js";
+import { Tally, State } from "../tally.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, "../../..");
@@ -73,3 +74,38 @@ test("client API checks", { skip, timeout: 120000 }, async () => {
     await hub.stop();
   }
 });
+
+test("moves to the next hub when its hub stops, and resumes there with since", { skip, timeout: 60000 }, async () => {
+  const [first, second] = [await startHub(), await startHub()];
+  try {
+    // Two independent hubs stand for a cluster: the second, further along,
+    // answers the resume with its changes after the client's seq.
+    const writer = new Tally({ url: second.url, WebSocket });
+    await writer.connect();
+    for (let n = 0; n < 3; n += 1) await writer.set(`items/b${n}`, { n });
+    writer.close();
+    const client = new Tally([first.url, second.url], { WebSocket, initialDelayMs: 20, maxDelayMs: 200 });
+    const sub = client.prefix("items/");
+    await client.connect();
+    await client.set("items/a0", { n: 0 });
+    await until("the first hub's push", () => sub.value.has("items/a0"));
+    assert.equal(client.url, first.url);
+    await first.stop();
+    await until("live on the second hub", () => client.state === State.live && client.url === second.url, 20000);
+    await until("the second hub's changes after seq 1", () => sub.value.has("items/b2"), 10000);
+    assert.ok(!sub.value.has("items/b0"), "resumed with since = 1, not a snapshot");
+    assert.ok(!sub.lastSnapshot.resnapshot);
+    client.close();
+  } finally {
+    await first.stop();
+    await second.stop();
+  }
+});
+
+async function until(what, condition, ms = 10000) {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
