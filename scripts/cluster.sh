@@ -8,7 +8,8 @@
 # `start` starts a private PostgreSQL server (scripts/pg-test-cluster.sh: trust
 # auth on 127.0.0.1, its files in a directory under /tmp named in
 # DIR/postgres.dir) and three hubs on 127.0.0.1, ports P, P+1 and P+2 (default
-# 8080), the first with --demo (the demo data and its simulator). Each hub has
+# 8080), the first with --demo (the demo data and its simulator), each naming
+# the other two as --peers (the dashboard moves to them). Each hub has
 # its own data directory, DIR/hub-N/data; its log is DIR/hub-N/log and its PID
 # DIR/hub-N/pid. `stop` stops exactly those processes, by PID, then the
 # PostgreSQL server, and removes DIR. DIR must not exist yet (or be empty).
@@ -131,17 +132,15 @@ rmdir "$pg_dir"
 echo "$pg_dir" >"$dir/postgres.dir"
 bash "$repo/scripts/pg-test-cluster.sh" start "$pg_dir" >/dev/null
 store=$(bash "$repo/scripts/pg-test-cluster.sh" createdb "$pg_dir" tally | tail -n 1)
-# A hub that stops inside a group commit holds the others up for this long
-# at most (docs/scale-out.md, "A hub that stops inside a commit").
-bash "$repo/scripts/pg-test-cluster.sh" sql "$pg_dir" \
-  "ALTER DATABASE tally SET idle_in_transaction_session_timeout = '5s'" >/dev/null
 echo "$store" >"$dir/store-url"
 
 for i in $(seq 1 $hubs); do
   hub_dir=$dir/hub-$i
   mkdir -p "$hub_dir"
-  extra=()
-  [ "$i" = 1 ] && extra=(--demo)
+  # The other hubs, for the dashboard to move to (GET /v1/hubs).
+  peers=$(for j in $(seq 1 $hubs); do [ "$j" = "$i" ] || echo "ws://127.0.0.1:$((base + j - 1))"; done | paste -sd,)
+  extra=(--peers "$peers")
+  [ "$i" = 1 ] && extra+=(--demo)
   # setsid: the hub outlives this script and its terminal's signals.
   setsid "$tally" serve --host 127.0.0.1 --port $((base + i - 1)) --data "$hub_dir/data" --store "$store" \
     "${extra[@]}" </dev/null >"$hub_dir/stdout" 2>"$hub_dir/log" &

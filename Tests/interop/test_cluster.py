@@ -766,16 +766,14 @@ def test_a_hub_whose_sessions_are_terminated_catches_up_and_goes_on(hub_cluster,
 
 
 def test_a_frozen_hub_holds_the_others_up_no_longer_than_the_idle_transaction_timeout(
-        pg_server, pg_database, hub_cluster, load_factory):
+        pg_server, hub_cluster, load_factory):
     """A hub that stops running inside a group commit (a long pause, a
     partition) holds the head row's lock, and every other hub's commits wait
-    for it. With the database's idle_in_transaction_session_timeout
-    (docs/scale-out.md), PostgreSQL ends that session after so long and the
-    others go on; the frozen hub, running again, reconnects, catches up and
-    loses nothing."""
-    timeout = 3
-    pg_server.sql(f"ALTER DATABASE {pg_database.rsplit('/', 1)[1]} "
-                  f"SET idle_in_transaction_session_timeout = '{timeout}s'")
+    for it. The hub's writer session sets idle_in_transaction_session_timeout
+    (5 s), so PostgreSQL ends that session after so long and the others go
+    on; the frozen hub, running again, reconnects, catches up and loses
+    nothing."""
+    timeout = 5  # PostgresStore.writerIdleInTransactionMillis
     hubs = hub_cluster(2).hubs
     frozen = hubs[0]
     # Only the frozen hub writes, so a writer session inside a transaction is its.
@@ -883,6 +881,8 @@ def test_cluster_sh_starts_three_hubs_with_the_demo_and_stops_them(tmp_path):
         cluster = [Hub(base + i) for i in range(3)]
         for hub in cluster:
             assert health(hub)[0] == 200
+            peers = rest(hub, "GET", "/v1/hubs").json()["hubs"]
+            assert peers == [f"ws://127.0.0.1:{other.port}/v1/ws" for other in cluster if other is not hub], peers
 
         def items(hub) -> list[str]:
             return sorted(r["name"] for r in rest(hub, "GET", "/v1/records?prefix=items/").json()["records"])
