@@ -29,7 +29,8 @@ import pytest
 
 from clusterlib import Connection, FailoverSubscriber, FailoverWriter, health
 from conftest import REPO, TALLY_BIN
-from synclib import all_changes, apply_push, metric, record_path, rest, run_threads, wait_until
+from synclib import (LongRunning, all_changes, apply_push, cli_env, metric, record_path, rest, run_threads,
+                     wait_until)
 
 SUBSCRIBE_BUDGET = 30.0
 
@@ -675,22 +676,35 @@ def load_factory():
         load.close()
 
 
-def test_a_hub_killed_under_load_loses_nothing_and_its_clients_resume_elsewhere(hub_cluster, load_factory):
+def test_a_hub_killed_under_load_loses_nothing_and_its_clients_resume_elsewhere(hub_cluster, load_factory,
+                                                                                   tmp_path):
     hubs = hub_cluster(3).hubs
-    load = load_factory(hubs, "kill/", writers_on=[0, 1, 2, 0, 1, 2], subscribers_on=[0, 1, 2, 0, 1, 2])
-    load.start()
-    load.wait_for_acks(150)
     victim = hubs[1]
-    victim.kill()
-    load.wait_for_acks(300)
-    load.finish([hubs[0], hubs[2]])
-    log = load.check(hubs[0])
-    assert changes_after(hubs[2], 0) == log
-    moved = [w for w in load.writers if w.reconnects]
-    assert len(moved) >= 2, f"the writers of the killed hub moved to another: {load.stats()}"
-    assert all(w.acks[-1].hub != 1 for w in load.writers)
-    resumed = [s for s in load.subscribers if s.resumes]
-    assert len(resumed) >= 2 and all(hub != 1 for s in resumed for hub, _ in s.resumes), load.stats()
+    # The CLI too: `tally watch` on the victim first, the others after it.
+    order = [hubs[1], hubs[0], hubs[2]]
+    watcher = LongRunning(["watch", "kill/", "--json", "--server", ",".join(h.ws_url("") for h in order)],
+                          cli_env(tmp_path))
+    try:
+        wait_until(lambda: metric(victim, "tally_subscriptions") == 1, 15, "the watcher's subscription")
+        load = load_factory(hubs, "kill/", writers_on=[0, 1, 2, 0, 1, 2], subscribers_on=[0, 1, 2, 0, 1, 2])
+        load.start()
+        load.wait_for_acks(150)
+        victim.kill()
+        load.wait_for_acks(300)
+        load.finish([hubs[0], hubs[2]])
+        log = load.check(hubs[0])
+        assert changes_after(hubs[2], 0) == log
+        moved = [w for w in load.writers if w.reconnects]
+        assert len(moved) >= 2, f"the writers of the killed hub moved to another: {load.stats()}"
+        assert all(w.acks[-1].hub != 1 for w in load.writers)
+        resumed = [s for s in load.subscribers if s.resumes]
+        assert len(resumed) >= 2 and all(hub != 1 for s in resumed for hub, _ in s.resumes), load.stats()
+        # The watcher printed every change once, in order, across the move.
+        printed = [watcher.json_line(15) for _ in log]
+        assert printed == log, "tally watch printed the log, no change twice or missing"
+        assert f"127.0.0.1:{hubs[0].port}" in watcher.stderr_matching("reconnected to", timeout=5)
+    finally:
+        watcher.stop()
 
 
 def test_postgres_away_for_10_s_answers_unavailable_and_loses_nothing(hub_cluster, load_factory):
