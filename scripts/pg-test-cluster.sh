@@ -59,6 +59,19 @@ start_server() {
     -o "-p $1 -k $dir -c listen_addresses=127.0.0.1" start >"$dir/pg_ctl.log" 2>&1
 }
 
+# Stops the server of DIR, fast: sessions are terminated at once, as when a
+# database machine goes away.
+stop_server() {
+  as_server "$(find_bindir)/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+}
+
+# Says what the server said when it would not start, and exits 1.
+start_failed() {
+  cat "$dir/pg_ctl.log" >&2
+  tail -n 20 "$dir/server.log" >&2 || true
+  exit 1
+}
+
 # Fails unless DIR is a cluster that `start` made and left running (or stopped, with
 # stop-server): its marker and port are there.
 require_cluster() {
@@ -96,9 +109,7 @@ start)
     fi
     grep -q "could not bind" "$dir/server.log" 2>/dev/null || break
   done
-  cat "$dir/pg_ctl.log" >&2
-  tail -n 20 "$dir/server.log" >&2 || true
-  exit 1
+  start_failed
   ;;
 createdb)
   [ $# -eq 3 ] || usage
@@ -110,28 +121,21 @@ createdb)
 stop)
   [ $# -eq 2 ] || usage
   [ -f "$dir/$marker" ] || { echo "$dir was not made by $0 start; not touching it" >&2; exit 1; }
-  if [ -f "$dir/data/postmaster.pid" ]; then
-    as_server "$(find_bindir)/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
-  fi
+  if [ -f "$dir/data/postmaster.pid" ]; then stop_server; fi
   rm -rf -- "$dir"
   ;;
 stop-server)
   [ $# -eq 2 ] || usage
   require_cluster
   [ -f "$dir/data/postmaster.pid" ] || { echo "the server of $dir is not running" >&2; exit 1; }
-  # Fast: sessions are terminated at once, as when a database machine goes away.
-  as_server "$(find_bindir)/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+  stop_server
   ;;
 start-server)
   [ $# -eq 2 ] || usage
   require_cluster
   [ ! -f "$dir/data/postmaster.pid" ] || { echo "the server of $dir is running already" >&2; exit 1; }
   # The same port, so that clients holding the URL reconnect by themselves.
-  if ! start_server "$(cat "$dir/port")"; then
-    cat "$dir/pg_ctl.log" >&2
-    tail -n 20 "$dir/server.log" >&2 || true
-    exit 1
-  fi
+  start_server "$(cat "$dir/port")" || start_failed
   ;;
 sql)
   [ $# -eq 3 ] || usage

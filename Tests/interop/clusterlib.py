@@ -182,34 +182,57 @@ class Ack:
     attempts: int
 
 
-class FailoverWriter:
-    """Writes through one hub of ``hubs`` at a time; every write carries an
-    idempotency key and is sent until it is acknowledged (or refused for
-    good), moving to the next hub when the connection is lost. With
-    ``failover=False`` a lost connection fails the test instead."""
+class FailoverClient:
+    """What a writer and a subscriber that fail over share: the hubs, the
+    one in use (``at``, moved on by one at each failure; with
+    ``failover=False`` a failure fails the test instead), the connection to
+    it, and how often each error code was retried."""
 
-    def __init__(self, hubs: list, start: int, name: str, *, failover: bool = True, timeout: float = 10.0):
+    def __init__(self, hubs: list, start: int, name: str, *, failover: bool, timeout: float):
         self.hubs = hubs
         self.at = start
         self.name = name
         self.failover = failover
         self.timeout = timeout
         self.connection: Connection | None = None
+        self.retried: dict[str, int] = {}  # error code -> how often it was retried (hellos too)
+
+    @property
+    def hub_index(self) -> int:
+        return self.at % len(self.hubs)
+
+    def count_retry(self, code: str | None, what) -> None:
+        """A refusal that says nothing was done (``RETRIED_CODES``); any
+        other fails the test."""
+        assert code in RETRIED_CODES, f"{self.name}: {what}"
+        self.retried[code] = self.retried.get(code, 0) + 1
+
+    def close(self) -> None:
+        if self.connection:
+            self.connection.close()
+            self.connection = None
+
+
+class FailoverWriter(FailoverClient):
+    """Writes through one hub of ``hubs`` at a time; every write carries an
+    idempotency key and is sent until it is acknowledged (or refused for
+    good), moving to the next hub when the connection is lost."""
+
+    def __init__(self, hubs: list, start: int, name: str, *, failover: bool = True, timeout: float = 10.0):
+        super().__init__(hubs, start, name, failover=failover, timeout=timeout)
         self.keys = itertools.count(1)
         self.acks: list[Ack] = []
         self.refusals: list[tuple[dict, dict]] = []  # (message, error) refused for good
-        self.retried: dict[str, int] = {}  # error code -> how often it was retried (hellos too)
         self.reconnects = 0
 
     def _connect(self, deadline: float) -> Connection:
         while self.connection is None:
-            hub = self.hubs[self.at % len(self.hubs)]
+            hub = self.hubs[self.hub_index]
             try:
                 self.connection = Connection(hub, self.name, self.timeout)
             except CONNECTION_LOST + (Refused,) as error:
                 if isinstance(error, Refused):
-                    assert error.code in RETRIED_CODES, f"{self.name}: {error}"
-                    self.retried[error.code] = self.retried.get(error.code, 0) + 1
+                    self.count_retry(error.code, error)
                 if not self.failover or time.monotonic() > deadline:
                     raise AssertionError(f"{self.name}: cannot connect to {hub.url()}: {error!r}") from None
                 self.at += 1
@@ -221,7 +244,7 @@ class FailoverWriter:
             self.connection.close()
         self.connection = None
         if not self.failover or time.monotonic() > deadline:
-            raise AssertionError(f"{self.name}: connection to hub {self.at % len(self.hubs)} lost: {error!r}") from error
+            raise AssertionError(f"{self.name}: connection to hub {self.hub_index} lost: {error!r}") from error
         self.reconnects += 1
         self.at += 1
 
@@ -241,26 +264,19 @@ class FailoverWriter:
                 self._lost(error, deadline)
                 continue
             if reply.get("ok") is True:
-                self.acks.append(Ack(message, reply, self.at % len(self.hubs), attempts))
+                self.acks.append(Ack(message, reply, self.hub_index, attempts))
                 return reply
             code = reply.get("error", {}).get("code")
             if code in expect:
                 self.refusals.append((message, reply["error"]))
                 return reply
-            assert code in RETRIED_CODES and time.monotonic() < deadline, (
-                f"{self.name}: {dumps(message)[:300]} refused: {dumps(reply)[:600]}")
-            self.retried[code] = self.retried.get(code, 0) + 1
+            self.count_retry(code, f"{dumps(message)[:300]} refused: {dumps(reply)[:600]}")
+            assert time.monotonic() < deadline, f"{self.name}: {dumps(message)[:300]} still refused: {dumps(reply)[:600]}"
             if code == "shutting_down":
                 self._lost(AssertionError(code), deadline)
             time.sleep(RETRY_PAUSE)
 
-    def close(self) -> None:
-        if self.connection:
-            self.connection.close()
-            self.connection = None
-
-
-class FailoverSubscriber:
+class FailoverSubscriber(FailoverClient):
     """Follows ``target`` (`{"prefix": P}` or `{"list": L}`: the subscribe
     message's target) through one hub of ``hubs`` at a time. The first
     subscribe takes a snapshot; after a lost connection (or a refused
@@ -273,19 +289,13 @@ class FailoverSubscriber:
 
     def __init__(self, hubs: list, start: int, name: str, target: dict, *, failover: bool = True,
                  timeout: float = 10.0):
-        self.hubs = hubs
-        self.at = start
-        self.name = name
+        super().__init__(hubs, start, name, failover=failover, timeout=timeout)
         self.target = target
-        self.failover = failover
-        self.timeout = timeout
-        self.connection: Connection | None = None
         self.snapshot: dict | None = None
         self.seq: int | None = None  # the last seq applied
         self.changes: dict[int, dict] = {}
         self.raw: dict[int, str] = {}
         self.resumes: list[tuple[int, int]] = []  # (hub, since) of every resume
-        self.refused: dict[str, int] = {}  # hello and subscribe refusals by code
 
     def _apply(self, change: dict, raw: str | None) -> None:
         assert change.get("op") == "change", f"{self.name}: unexpected push {change}"
@@ -302,7 +312,7 @@ class FailoverSubscriber:
         """Connects to the current hub (or, failing, the next ones) and
         subscribes: a snapshot the first time, a resume after."""
         while True:
-            hub_index = self.at % len(self.hubs)
+            hub_index = self.hub_index
             try:
                 self.connection = Connection(self.hubs[hub_index], self.name, self.timeout)
                 message = {"op": "subscribe", **self.target}
@@ -312,11 +322,9 @@ class FailoverSubscriber:
                 if reply.get("ok") is True:
                     break
                 code = reply.get("error", {}).get("code")
-                assert code in RETRIED_CODES, f"{self.name}: subscribe refused: {reply}"
-                self.refused[code] = self.refused.get(code, 0) + 1
+                self.count_retry(code, f"subscribe refused: {reply}")
             except Refused as error:
-                assert error.code in RETRIED_CODES, f"{self.name}: {error}"
-                self.refused[error.code] = self.refused.get(error.code, 0) + 1
+                self.count_retry(error.code, error)
             except CONNECTION_LOST as error:
                 if not self.failover:
                     raise AssertionError(f"{self.name}: subscribe on hub {hub_index} failed: {error!r}") from None
@@ -372,11 +380,6 @@ class FailoverSubscriber:
         connection = self.connection
         if connection:
             connection.close()
-
-    def close(self) -> None:
-        if self.connection:
-            self.connection.close()
-            self.connection = None
 
 
 # --------------------------------------------------------------------------
