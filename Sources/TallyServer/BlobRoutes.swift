@@ -125,14 +125,14 @@ enum BlobRoutes {
         case .checksumMismatch(_, let actual):
             status = .badRequest
             details["actual"] = .string(actual)
-        case .storageFailed:
+        case .storageFailed, .databaseFailed:
             status = .serviceUnavailable
         }
         let failure = ProtocolError(ErrorCode(rawValue: error.code), error.message, details: details)
         var writer = MessageWriter()
         writer.value("error", failure.json)
         var response = HTTPResponse.json(status, writer.finish())
-        if case .storageFailed = error { response.headers.set("Retry-After", String(REST.storageRetryAfterSeconds)) }
+        if status == .serviceUnavailable { response.headers.set("Retry-After", String(REST.storageRetryAfterSeconds)) }
         return response
     }
 }

@@ -156,7 +156,7 @@ extension HubCore.Input {
             case .subscribe(_, let since): since == nil
             case .hello, .get, .unsubscribe, .write, .publish, .report: true
             }
-        case .rest, .stop, .system, .scan, .query: false
+        case .rest, .stop, .system, .scan, .query, .clientRows: false
         }
     }
 }

@@ -87,6 +87,8 @@ public final class HubCore: @unchecked Sendable {
         case scan(String, @Sendable ([RecordState]) -> Void)
         /// Reads a live query's first 1000 records from inside the hub.
         case query(Query, @Sendable ([RecordState]) -> Void)
+        /// Hands the sessions' sync health out (`clientRows()`), on the core thread.
+        case clientRows(@Sendable (ClientRows) -> Void)
     }
 
     enum Output {
@@ -270,6 +272,7 @@ public final class HubCore: @unchecked Sendable {
                 done((try? records(prefix: prefix, after: nil, limit: 1000).0) ?? [])
             case .query(let query, let done):
                 done((try? queryRecords(query, after: nil, pageLimit: 1000).0) ?? [])
+            case .clientRows(let done): done(clientRows())
             }
         }
         if let lender {
