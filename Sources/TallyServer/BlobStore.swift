@@ -44,10 +44,10 @@ public final class BlobStore: Sendable {
     /// Most bytes all blobs together may hold.
     public let quota: Int
     /// Bytes of the blobs stored, plus those of uploads being written.
-    private let used: Atomic<Int>
-    private let backend: Backend
+    let used: Atomic<Int>
+    let backend: Backend
 
-    private enum Backend: Sendable {
+    enum Backend: Sendable {
         case memory(LockedValueBox<[String: [UInt8]]>)
         case disk(BlobFiles)
         case database(PostgresBlobTable)

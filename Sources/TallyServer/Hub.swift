@@ -60,6 +60,12 @@ public final class Hub: Sendable {
                 blobs = try BlobStore(directory: inMemory ? nil : configuration.dataDirectory,
                                       maxBlobSize: configuration.maxBlobBytes, quota: configuration.blobQuotaBytes)
             }
+            if configuration.storeURL != nil, !inMemory,
+               let imported = try blobs.importFiles(fromDataDirectory: configuration.dataDirectory) {
+                configuration.server.logger.info("blobs.imported", [
+                    "photos": String(imported.photos), "bytes": String(imported.bytes),
+                    "damaged": String(imported.damaged), "moved_to": imported.movedTo])
+            }
         } catch {
             throw HubStartError(opening: error, in: configuration.dataDirectory)
         }
