@@ -53,7 +53,7 @@ final class HubRoutes: HTTPApplication {
         router.add("GET", "/v1/ws", .sync)
         RESTRoutes.add(to: &router, limits: limits)
         ClientsRoute.add(to: &router, core: core, health: clients)
-        BlobRoutes.add(to: &router, blobs: blobs) { request, operation, name in
+        BlobRoutes.add(to: &router, blobs: blobs, logger: core.logger) { request, operation, name in
             Self.authorize(core: core, request, Permission(rawValue: operation) ?? .write, name: name)
         }
         if let web = configuration.webDirectory {

@@ -3,6 +3,7 @@ import FoundationEssentials
 @preconcurrency import Glibc
 import Testing
 import TallyConcurrency
+import TallyNet
 import TallyProtocol
 @testable import TallyServer
 import TallyTestSupport
@@ -83,7 +84,9 @@ extension BlobTests {
             defer { cluster.destroy() }
             let blobs = try BlobStore(postgres: cluster.createDatabase("gone"))
             defer { blobs.close() }
-            let server = try BlobTestServer(blobs: blobs, data: BlobDataDirectory())
+            let logged = LockedValueBox<[String]>([])
+            let server = try BlobTestServer(blobs: blobs, data: BlobDataDirectory(),
+                                            logger: Logger(level: .info) { line in logged.withLock { $0.append(line) } })
             defer { server.close() }
             let png = BlobSamples.png, sha = BlobSamples.sha(png)
             #expect(try server.send("PUT", "/v1/blobs/\(sha)", ["Content-Type": "image/png"], png).status == 201)
@@ -100,6 +103,11 @@ extension BlobTests {
                 #expect(message.contains("cannot reach its database"), "\(message)")
                 #expect(!message.contains("127.0.0.1"), "no server detail for clients: \(message)")
             }
+
+            // The operator learns why, once per 10 s, with the server named.
+            let lines = logged.withLock { $0 }.filter { $0.contains("event=blob.storage_failed") }
+            #expect(lines.count == 1, "\(lines)")
+            #expect(lines.first?.contains("127.0.0.1:\(cluster.port)") == true, "\(lines)")
 
             try cluster.start()
             #expect(try server.send("PUT", "/v1/blobs/\(gifSHA)", ["Content-Type": "image/gif"], gif).status == 201)

@@ -392,11 +392,11 @@ final class BlobTestServer {
 
     /// Over `blobs`, opened already (a PostgreSQL backend).
     init(blobs: BlobStore, data: BlobDataDirectory, maxBlobSize: Int = BlobStore.defaultMaxBlobSize,
-         token: String? = nil) throws {
+         token: String? = nil, logger: Logger = .disabled) throws {
         self.data = data
         var router = HTTPRouter<HubRoutes.Route>()
         let authorized = authorized
-        BlobRoutes.add(to: &router, blobs: blobs) { request, operation, name in
+        BlobRoutes.add(to: &router, blobs: blobs, logger: logger) { request, operation, name in
             if let token, request.headers["Authorization"] != "Bearer \(token)" {
                 return .error(.unauthorized, code: "unauthorized", message: "send a token")
             }
