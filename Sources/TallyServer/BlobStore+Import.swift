@@ -37,9 +37,9 @@ extension BlobStore {
         var status = stat()
         guard lstat(files.root, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else { return nil }
         var imported = Imported()
-        for fanOut in files.entries(of: files.root).sorted() where fanOut.utf8.count == 2 {
-            for name in files.entries(of: "\(files.root)/\(fanOut)").sorted() where name.hasPrefix(fanOut) {
-                guard (try? BlobStore.validate(sha256: name)) != nil, let bytes = try files.read(name) else { continue }
+        for (_, names) in files.storedNames() {
+            for name in names {
+                guard let bytes = try files.read(name) else { continue }
                 guard try BlobStore.sha256Hex(bytes) == name, let type = BlobSignature.sniff(bytes) else {
                     imported.damaged += 1
                     continue

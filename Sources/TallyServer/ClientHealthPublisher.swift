@@ -56,7 +56,8 @@ final class ClientHealthPublisher: Sendable {
     private let logger: Logger
     private let timing: Timing
     private let control = ConditionLock(Control())
-    private let finished = CountdownLatch(count: 1)
+    /// The thread, while it runs (joined by `stop`).
+    private let thread = LockedValueBox<pthread_t?>(nil)
 
     init(url: String, core: HubCore, health: ClientHealth, logger: Logger, timing: Timing) {
         self.url = url
@@ -68,20 +69,12 @@ final class ClientHealthPublisher: Sendable {
 
     /// Starts the thread; its first round is one interval from now.
     func start() {
-        let box = Unmanaged.passRetained(self)
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            let publisher = Unmanaged<ClientHealthPublisher>.fromOpaque(raw!).takeRetainedValue()
-            publisher.run()
-            return nil
-        }, box.toOpaque())
-        guard rc == 0 else {
-            box.release()
-            logger.error("clients.publisher_failed", ["reason": String(cString: strerror(rc))])
-            finished.countDown()
-            return
+        do throws(StoreError) {
+            let started = try StoreThread.spawn(name: "clients publisher") { [self] in run() }
+            thread.withLock { $0 = started }
+        } catch {
+            logger.error("clients.publisher_failed", ["error": error.description])
         }
-        pthread_detach(thread)
     }
 
     /// Stops the thread after its current statement and its withdrawal of
@@ -89,11 +82,10 @@ final class ClientHealthPublisher: Sendable {
     func stop() {
         control.withLock { $0.stopping = true }
         control.broadcast()
-        finished.wait()
+        if let running = thread.withLock({ $0.take() }) { StoreThread.join(running) }
     }
 
     private func run() {
-        defer { finished.countDown() }
         var table: PostgresClientTable?
         var lastWarning: Int64?
         rounds: while true {
