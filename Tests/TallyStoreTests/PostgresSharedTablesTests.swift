@@ -18,15 +18,8 @@ import Testing
     /// by hand, with a record) gets 4 and 5 — the gap where 3 will be does
     /// not stop it — and keeps what it held.
     @Test func aDatabaseAtVersion2Migrates() throws {
-        let url = try Self.freshDatabase("schema2")
+        let url = try Self.database(atVersion: 2)
         let admin = try PostgresConnection(url: url)
-        try admin.execute(script: """
-            CREATE TABLE tally_schema(one bool PRIMARY KEY DEFAULT true CHECK (one), version int8 NOT NULL);
-            INSERT INTO tally_schema(version) VALUES (2);
-            """)
-        for migration in PostgresSchema.migrations where migration.version <= 2 {
-            try admin.execute(script: migration.sql)
-        }
         try admin.query("INSERT INTO tally_records VALUES ($1, 1, 1, 0, 0, $2)", [.bytea(Array("kept".utf8)), .bytea(Array("{}".utf8))])
         try admin.query("UPDATE tally_head SET seq = 1")
         #expect(try Self.tables(admin).isDisjoint(with: ["tally_blobs", "tally_clients"]))
@@ -203,6 +196,22 @@ import Testing
         try admin.query("UPDATE tally_clients SET seen = now() - interval '2 minutes'")
         _ = try live.publish(hub: "live", rows: [], freshMillis: 5_000, keepMillis: 60_000)
         #expect(try admin.query("SELECT count(*) FROM tally_clients").firstRow().int64(0) == 0)
+    }
+
+    /// A fresh database as a build whose last migration was `version` left
+    /// it: the steps up to it applied by hand, as `PostgresSchema.migrate`
+    /// would have.
+    static func database(atVersion version: Int64) throws -> String {
+        let url = try freshDatabase("schema\(version)")
+        let admin = try PostgresConnection(url: url)
+        try admin.execute(script: """
+            CREATE TABLE tally_schema(one bool PRIMARY KEY DEFAULT true CHECK (one), version int8 NOT NULL);
+            INSERT INTO tally_schema(version) VALUES (\(version));
+            """)
+        for migration in PostgresSchema.migrations where migration.version <= version {
+            try admin.execute(script: migration.sql)
+        }
+        return url
     }
 
     /// With the schema (the hub's store makes it before the clients' table is used).
