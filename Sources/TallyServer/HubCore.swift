@@ -90,6 +90,8 @@ public final class HubCore: @unchecked Sendable {
         /// A store shared with other hubs has committed changes up to this
         /// seq (`SharedStore.watchHead`; see HubCore+SharedStore.swift).
         case headAdvanced(Int64)
+        /// Hands the sessions' sync health out (`clientRows()`), on the core thread.
+        case clientRows(@Sendable (ClientRows) -> Void)
     }
 
     enum Output {
@@ -341,6 +343,7 @@ public final class HubCore: @unchecked Sendable {
             done((try? records(prefix: prefix, after: nil, limit: 1000).0) ?? [])
         case .query(let query, let done):
             done((try? queryRecords(query, after: nil, pageLimit: 1000).0) ?? [])
+        case .clientRows(let done): done(clientRows())
         }
         return nil
     }
