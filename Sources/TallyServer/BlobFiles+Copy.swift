@@ -28,10 +28,9 @@ extension BlobFiles {
     func copyMissing(into target: BlobFiles) throws(BackupError) -> CopyCount {
         var count = CopyCount()
         var linking = true
-        for fanOut in entries(of: root).sorted() where fanOut.utf8.count == 2 {
+        for (fanOut, names) in storedNames() {
             var linkedHere = false
-            for name in entries(of: "\(root)/\(fanOut)").sorted() where name.hasPrefix(fanOut) {
-                guard (try? BlobStore.validate(sha256: name)) != nil else { continue }
+            for name in names {
                 let source = path(name)
                 var status = stat()
                 guard lstat(source, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { continue }
@@ -62,6 +61,17 @@ extension BlobFiles {
             }
         }
         return count
+    }
+
+    /// The fan-out directories in order, each with the blob names in it in
+    /// order: temporary files and foreign names left out. What a backup
+    /// and the import into PostgreSQL walk.
+    func storedNames() -> [(fanOut: String, names: [String])] {
+        entries(of: root).sorted().filter { $0.utf8.count == 2 }.map { fanOut in
+            (fanOut, entries(of: "\(root)/\(fanOut)").sorted().filter { name in
+                name.hasPrefix(fanOut) && (try? BlobStore.validate(sha256: name)) != nil
+            })
+        }
     }
 
     private enum LinkResult {

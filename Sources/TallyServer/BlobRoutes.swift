@@ -13,12 +13,22 @@ import TallyProtocol
 /// loop, so that work runs on `BlobWorkers` and is answered through the
 /// `HTTPResponder`, which may be called from any thread.
 enum BlobRoutes {
-    /// - Parameter authorize: returns the response to send instead (401 or
-    ///   403), or nil to go on; called with operation `create` or `read` and
-    ///   the name `blobs/<sha256>`.
-    static func add(to router: inout HTTPRouter<HubRoutes.Route>, blobs: BlobStore,
+    /// - Parameters:
+    ///   - logger: where failures of the storage (a disk, the database) go,
+    ///     one line per 10 s at most (`blob.storage_failed`), so that the
+    ///     operator learns what clients are told with a 503.
+    ///   - authorize: returns the response to send instead (401 or 403), or
+    ///     nil to go on; called with operation `create` or `read` and the
+    ///     name `blobs/<sha256>`.
+    static func add(to router: inout HTTPRouter<HubRoutes.Route>, blobs: BlobStore, logger: Logger = .disabled,
                     authorize: @escaping @Sendable (HTTPRequest, _ operation: String, _ name: String) -> HTTPResponse?) {
         let workers = BlobWorkers(count: min(4, max(2, ServerConfiguration.coreCount)))
+        let failures = LogRateLimit(burst: 1, intervalMillis: 10_000)
+        let failed: @Sendable (BlobError) -> Void = { error in
+            guard case .serviceUnavailable = status(of: error),
+                  let dropped = failures.admit(now: HubCore.wallClockMillis()) else { return }
+            logger.error("blob.storage_failed", ["error": error.description, "suppressed": String(dropped)])
+        }
         let screen: @Sendable (HTTPRequest, [String: String]) -> HTTPResponse? = { head, parameters in
             authorize(head, "create", "blobs/\(parameters["sha256"] ?? "")")
         }
@@ -30,7 +40,7 @@ enum BlobRoutes {
             } catch {
                 return responder.respond(response(for: error))
             }
-            workers.async { responder.respond(put(request, sha256: sha256, blobs: blobs)) }
+            workers.async { responder.respond(put(request, sha256: sha256, blobs: blobs, failed: failed)) }
         })
         router.add("GET", "/v1/blobs/{sha256}", .deferred(screen: nil) { request, parameters, responder in
             let sha256 = parameters["sha256"] ?? ""
@@ -40,13 +50,14 @@ enum BlobRoutes {
             } catch {
                 return responder.respond(response(for: error))
             }
-            workers.async { responder.respond(get(request, sha256: sha256, blobs: blobs)) }
+            workers.async { responder.respond(get(request, sha256: sha256, blobs: blobs, failed: failed)) }
         })
     }
 
     /// Stores the body: 201 when new, 200 when it was already there (the
     /// upload is idempotent, so a client retries a lost answer freely).
-    static func put(_ request: HTTPRequest, sha256: String, blobs: BlobStore) -> HTTPResponse {
+    static func put(_ request: HTTPRequest, sha256: String, blobs: BlobStore,
+                    failed: @Sendable (BlobError) -> Void) -> HTTPResponse {
         do {
             let (created, type) = try blobs.put(sha256: sha256, contentType: request.headers["Content-Type"],
                                                 bytes: request.body)
@@ -59,13 +70,15 @@ enum BlobRoutes {
             if created { response.headers.set("Location", "/v1/blobs/\(sha256)") }
             return response
         } catch {
+            failed(error)
             return self.response(for: error)
         }
     }
 
     /// The bytes, cacheable forever: the name is their hash, so they never
     /// change. `If-None-Match` with the ETag answers 304 without the bytes.
-    static func get(_ request: HTTPRequest, sha256: String, blobs: BlobStore) -> HTTPResponse {
+    static func get(_ request: HTTPRequest, sha256: String, blobs: BlobStore,
+                    failed: @Sendable (BlobError) -> Void) -> HTTPResponse {
         let etag = "\"\(sha256)\""
         var headers = HTTPHeaders()
         headers.set("ETag", etag)
@@ -74,7 +87,10 @@ enum BlobRoutes {
             return HTTPResponse(status: .notModified, headers: headers)
         }
         let blob: (bytes: [UInt8], type: String)?
-        do { blob = try blobs.get(sha256: sha256) } catch { return response(for: error) }
+        do { blob = try blobs.get(sha256: sha256) } catch {
+            failed(error)
+            return response(for: error)
+        }
         guard let blob else {
             return .error(.notFound, code: "not_found",
                           message: "no blob \(sha256); PUT its bytes to /v1/blobs/\(sha256) first")
@@ -106,34 +122,35 @@ enum BlobRoutes {
     /// error envelope (`{"error":{"code","message",…}}`).
     static func response(for error: BlobError) -> HTTPResponse {
         var details: JSONObject = [:]
-        let status: HTTPStatus
+        let status = status(of: error)
         switch error {
-        case .badSHA256:
-            status = .badRequest
-            details["field"] = "sha256"
-        case .unsupportedType, .signatureMismatch:
-            status = .unsupportedMediaType
-            details["field"] = "Content-Type"
-        case .tooLarge(_, let limit):
-            status = .payloadTooLarge
-            details["limit"] = .number(JSONNumber(limit))
-        case .quotaExceeded(_, _, let quota):
-            // RFC 4918 §11.5: "unable to store the representation needed to
-            // successfully complete the request".
-            status = HTTPStatus(507, "Insufficient Storage")
-            details["quota"] = .number(JSONNumber(quota))
-        case .checksumMismatch(_, let actual):
-            status = .badRequest
-            details["actual"] = .string(actual)
-        case .storageFailed:
-            status = .serviceUnavailable
+        case .badSHA256: details["field"] = "sha256"
+        case .unsupportedType, .signatureMismatch: details["field"] = "Content-Type"
+        case .tooLarge(_, let limit): details["limit"] = .number(JSONNumber(limit))
+        case .quotaExceeded(_, _, let quota): details["quota"] = .number(JSONNumber(quota))
+        case .checksumMismatch(_, let actual): details["actual"] = .string(actual)
+        case .storageFailed, .databaseFailed: break
         }
         let failure = ProtocolError(ErrorCode(rawValue: error.code), error.message, details: details)
         var writer = MessageWriter()
         writer.value("error", failure.json)
         var response = HTTPResponse.json(status, writer.finish())
-        if case .storageFailed = error { response.headers.set("Retry-After", String(REST.storageRetryAfterSeconds)) }
+        if status == .serviceUnavailable { response.headers.set("Retry-After", String(REST.storageRetryAfterSeconds)) }
         return response
+    }
+
+    /// The HTTP status of each error: the client's mistakes are 4xx, the
+    /// hub's storage 503 (retry later).
+    static func status(of error: BlobError) -> HTTPStatus {
+        switch error {
+        case .badSHA256, .checksumMismatch: .badRequest
+        case .unsupportedType, .signatureMismatch: .unsupportedMediaType
+        case .tooLarge: .payloadTooLarge
+        // RFC 4918 §11.5: "unable to store the representation needed to
+        // successfully complete the request".
+        case .quotaExceeded: HTTPStatus(507, "Insufficient Storage")
+        case .storageFailed, .databaseFailed: .serviceUnavailable
+        }
     }
 }
 

@@ -3,6 +3,7 @@ import COpenSSL
 import Synchronization
 import TallyConcurrency
 import TallyNet
+import TallyStore
 
 /// Content-addressed storage for photos: a blob's name is the SHA-256 of its
 /// bytes, so a blob never changes, uploads are idempotent and any cache may
@@ -13,16 +14,22 @@ import TallyNet
 /// grows past a few thousand entries). There is no sidecar: the type is read
 /// back from the bytes' signature, which `put` has already checked against
 /// the declared type. With no directory (`--data :memory:`) blobs live in a
-/// dictionary and vanish with the process.
+/// dictionary and vanish with the process. A hub on PostgreSQL keeps them
+/// in the database instead (`PostgresBlobTable`), so that every hub sharing
+/// it serves a photo any of them stored.
 ///
 /// The blobs together may hold at most `quota` bytes, so photos cannot
 /// fill the disk the records need: an upload that would pass it is refused
 /// (`quota_exceeded`) before anything is written. The total is counted once
 /// at open and then moved by each upload; an upload reserves its size
 /// before writing, so concurrent uploads cannot pass the quota together.
+/// With several hubs on one database, each counts the total once at start
+/// (one SUM) and then moves it by its own uploads only: each enforces the
+/// quota on what it read plus what it stored, not on the others' uploads
+/// since its start.
 ///
-/// Safe to call from any thread. `put` hashes and fsyncs, so callers run it
-/// off the event loop (see `BlobRoutes`).
+/// Safe to call from any thread. `put` hashes and fsyncs (or waits for the
+/// database), so callers run it off the event loop (see `BlobRoutes`).
 public final class BlobStore: Sendable {
     /// 16 MiB: a full-resolution phone photo with room to spare (contract,
     /// "Blobs": config `maxBlobSize`).
@@ -37,12 +44,13 @@ public final class BlobStore: Sendable {
     /// Most bytes all blobs together may hold.
     public let quota: Int
     /// Bytes of the blobs stored, plus those of uploads being written.
-    private let used: Atomic<Int>
-    private let backend: Backend
+    let used: Atomic<Int>
+    let backend: Backend
 
-    private enum Backend: Sendable {
+    enum Backend: Sendable {
         case memory(LockedValueBox<[String: [UInt8]]>)
         case disk(BlobFiles)
+        case database(PostgresBlobTable)
     }
 
     /// Opens (creating when missing) the blob store of a data directory.
@@ -66,6 +74,34 @@ public final class BlobStore: Sendable {
             backend = .memory(LockedValueBox([:]))
             used = Atomic(0)
         }
+    }
+
+    /// Opens the photo table of a PostgreSQL database (creating it with the
+    /// schema when missing) and counts its bytes once.
+    ///
+    /// - Parameters:
+    ///   - url: `postgres://USER@HOST:PORT/DB`, as the hub's store.
+    ///   - connections: the most sessions open at once (one per thread
+    ///     storing or reading a photo at the same moment).
+    /// - Throws: `.databaseFailed` when the database cannot be reached or
+    ///   refuses.
+    public init(postgres url: String, maxBlobSize: Int = BlobStore.defaultMaxBlobSize,
+                quota: Int = BlobStore.defaultQuota, connections: Int = 4) throws(BlobError) {
+        self.maxBlobSize = max(0, maxBlobSize)
+        self.quota = max(0, quota)
+        do throws(SharedTableError) {
+            let table = try PostgresBlobTable(url: url, connections: connections)
+            backend = .database(table)
+            used = Atomic(try table.totalBytes())
+        } catch {
+            throw BlobError(error)
+        }
+    }
+
+    /// Closes the database sessions of a PostgreSQL backend; later calls
+    /// fail. Nothing to do for the others.
+    public func close() {
+        if case .database(let table) = backend { table.close() }
     }
 
     /// Bytes the stored blobs hold (and uploads being written).
@@ -107,6 +143,12 @@ public final class BlobStore: Sendable {
                 }
             case .disk(let files):
                 created = try files.write(sha256, bytes)
+            case .database(let table):
+                do throws(SharedTableError) {
+                    created = try table.insert(sha256, type: type, bytes: bytes)
+                } catch {
+                    throw BlobError(error)
+                }
             }
         } catch {
             used.subtract(bytes.count, ordering: .relaxed)
@@ -151,6 +193,8 @@ public final class BlobStore: Sendable {
         switch backend {
         case .memory(let blobs): bytes = blobs.withLock { $0[sha256] }
         case .disk(let files): bytes = try files.read(sha256)
+        case .database(let table):
+            do throws(SharedTableError) { bytes = try table.read(sha256) } catch { throw BlobError(error) }
         }
         guard let bytes else { return nil }
         // A file that matches no signature was damaged outside the hub; it
@@ -158,12 +202,15 @@ public final class BlobStore: Sendable {
         return (bytes, BlobSignature.sniff(bytes) ?? "application/octet-stream")
     }
 
-    /// Whether the blob is stored; false for a malformed name.
+    /// Whether the blob is stored; false for a malformed name, and when the
+    /// database cannot say (the `put` or `get` that follows then fails with
+    /// the reason).
     public func exists(sha256: String) -> Bool {
         guard (try? BlobStore.validate(sha256: sha256)) != nil else { return false }
         switch backend {
         case .memory(let blobs): return blobs.withLock { $0[sha256] != nil }
         case .disk(let files): return files.exists(sha256)
+        case .database(let table): return (try? table.contains(sha256)) ?? false
         }
     }
 
@@ -195,71 +242,6 @@ public final class BlobStore: Sendable {
             text.append(hex[Int(byte & 0x0F)])
         }
         return String(decoding: text, as: UTF8.self)
-    }
-}
-
-/// Why a blob was refused or could not be stored. `code` is the contract's
-/// wire code; `BlobRoutes` maps each case to its HTTP status.
-public enum BlobError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The name is not 64 lowercase hex digits (`bad_field`).
-    case badSHA256(String)
-    /// The declared type is missing or not one of `BlobSignature.types` (`unsupported_type`).
-    case unsupportedType(String?)
-    /// The bytes do not start with the declared type's signature (`unsupported_type`).
-    case signatureMismatch(declared: String, found: String?, empty: Bool)
-    /// Larger than the store's limit (`too_large`).
-    case tooLarge(size: Int, limit: Int)
-    /// Storing it would take the blobs past their quota (`quota_exceeded`).
-    case quotaExceeded(size: Int, used: Int, quota: Int)
-    /// The bytes hash to another name (`checksum_mismatch`).
-    case checksumMismatch(expected: String, actual: String)
-    /// The file system refused (`storage_failed`); `path` is for logs only.
-    case storageFailed(operation: String, path: String, errno: Int32)
-
-    public var code: String {
-        switch self {
-        case .badSHA256: "bad_field"
-        case .unsupportedType, .signatureMismatch: "unsupported_type"
-        case .tooLarge: "too_large"
-        case .quotaExceeded: "quota_exceeded"
-        case .checksumMismatch: "checksum_mismatch"
-        case .storageFailed: "storage_failed"
-        }
-    }
-
-    /// What to fix, fit for a client: it never names server paths.
-    public var message: String {
-        let types = BlobSignature.types.joined(separator: ", ")
-        switch self {
-        case .badSHA256(let name):
-            let shown = name.utf8.count > 80 ? String(name.prefix(80)) + "…" : name
-            return "the blob name must be the SHA-256 of its bytes as 64 lowercase hex digits, not \"\(shown)\""
-        case .unsupportedType(nil):
-            return "send the photo's Content-Type: one of \(types)"
-        case .unsupportedType(let type?):
-            return "Content-Type \(type) is not accepted; send one of \(types)"
-        case .signatureMismatch(let declared, _, true):
-            return "the body is empty; send the \(declared) bytes"
-        case .signatureMismatch(let declared, let found?, false):
-            return "the body is \(found) but Content-Type says \(declared); send the matching Content-Type"
-        case .signatureMismatch(let declared, nil, false):
-            return "the body does not start with the \(declared) signature; send an image of one of \(types)"
-        case .tooLarge(let size, let limit):
-            return "the blob is \(size) bytes; the limit is \(limit) (maxBlobSize): resize or recompress the photo"
-        case .quotaExceeded(let size, let used, let quota):
-            return "the hub's photo storage is full: this blob is \(size) bytes and \(used) of the \(quota) bytes "
-                + "allowed are in use; the operator can raise blobQuota (tally serve --blob-quota) or free space"
-        case .checksumMismatch(let expected, let actual):
-            return "the body's SHA-256 is \(actual), not \(expected): hash the exact bytes you send and PUT them there"
-        case .storageFailed(let operation, _, let errno):
-            let reason = errno == 0 ? "internal error" : String(cString: strerror(errno))
-            return "the hub could not \(operation) (\(reason)); retry later, and tell the operator if it persists"
-        }
-    }
-
-    public var description: String {
-        if case .storageFailed(_, let path, _) = self, !path.isEmpty { return "\(code): \(message) [\(path)]" }
-        return "\(code): \(message)"
     }
 }
 

@@ -7,9 +7,15 @@ import TallyStore
 public final class Hub: Sendable {
     public let server: Server
     public let core: HubCore
-    /// Photos, content-addressed (`/v1/blobs/{sha256}`).
+    /// Photos, content-addressed (`/v1/blobs/{sha256}`): in the data
+    /// directory, or in the database of a PostgreSQL store.
     public let blobs: BlobStore
     public var port: Int { server.port }
+    /// This hub's name in `/v1/admin/clients` (`HubName`).
+    public let name: String
+    /// Publishes the clients' sync health for the other hubs on the same
+    /// PostgreSQL database and reads theirs; nil on SQLite or in memory.
+    private let publisher: ClientHealthPublisher?
     /// Held from start to shutdown, so that one hub at a time uses the data
     /// directory (see `DataDirectory`); nil for `:memory:`.
     private let directoryLock: FileLock?
@@ -46,13 +52,26 @@ public final class Hub: Sendable {
             throw .store(error)
         }
         do {
-            blobs = try BlobStore(directory: inMemory ? nil : configuration.dataDirectory,
-                                  maxBlobSize: configuration.maxBlobBytes, quota: configuration.blobQuotaBytes)
+            if let url = configuration.storeURL {
+                // Shared by every hub on the database; --data keeps the lock only.
+                blobs = try BlobStore(postgres: url, maxBlobSize: configuration.maxBlobBytes,
+                                      quota: configuration.blobQuotaBytes)
+            } else {
+                blobs = try BlobStore(directory: inMemory ? nil : configuration.dataDirectory,
+                                      maxBlobSize: configuration.maxBlobBytes, quota: configuration.blobQuotaBytes)
+            }
+            if configuration.storeURL != nil, !inMemory,
+               let imported = try blobs.importFiles(fromDataDirectory: configuration.dataDirectory) {
+                configuration.server.logger.info("blobs.imported", [
+                    "photos": String(imported.photos), "bytes": String(imported.bytes),
+                    "damaged": String(imported.damaged), "moved_to": imported.movedTo])
+            }
         } catch {
             throw HubStartError(opening: error, in: configuration.dataDirectory)
         }
         core.start()
-        let routes = HubRoutes(configuration: configuration, core: core, blobs: blobs)
+        let health = ClientHealth(freshMillis: configuration.clientPublishing.freshMillis)
+        let routes = HubRoutes(configuration: configuration, core: core, blobs: blobs, clients: health)
         // Photo uploads are the large request bodies: the parser allows them
         // on the blob routes alone. Record writes take what a record may
         // hold (twice over, for a pretty-printed body), so REST accepts every
@@ -69,7 +88,17 @@ public final class Hub: Sendable {
             server = try Server(configuration: serverConfiguration, application: routes)
         } catch {
             core.stop()
+            blobs.close()
             throw .bind(error)
+        }
+        name = configuration.hubName(port: server.port)
+        health.hubName = name
+        if let url = configuration.storeURL {
+            publisher = ClientHealthPublisher(url: url, core: core, health: health, logger: configuration.server.logger,
+                                              timing: configuration.clientPublishing)
+            publisher?.start()
+        } else {
+            publisher = nil
         }
         let core = core
         let blobs = blobs
@@ -83,7 +112,10 @@ public final class Hub: Sendable {
     /// the core commit what it accepted and close the store.
     public func shutdown() {
         server.shutdown()
+        // Before the core stops: a round may be waiting for its rows.
+        publisher?.stop()
         core.stop()
+        blobs.close()
         directoryLock?.release()
     }
 }

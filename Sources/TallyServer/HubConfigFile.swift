@@ -11,7 +11,7 @@ import TallyStore
 /// ```json
 /// {
 ///   "host": "127.0.0.1", "port": 8080, "threads": 2,
-///   "data": "/var/lib/tally", "durability": "full",
+///   "data": "/var/lib/tally", "hubName": "storeroom-1", "durability": "full",
 ///   "retention": {"changes": 1000000, "bytes": 1073741824, "ageSeconds": 604800},
 ///   "maxRecordSize": 1048576, "maxMessageSize": 16777216,
 ///   "maxBlobSize": 16777216, "blobQuota": 10737418240
@@ -22,6 +22,8 @@ public struct HubConfigFile: Sendable {
     public var port: Int?
     public var threads: Int?
     public var data: String?
+    /// This hub's name in `GET /v1/admin/clients` (`HubName`).
+    public var hubName: String?
     public var durability: Durability?
     public var retainChanges: Int?
     public var retainBytes: Int?
@@ -78,6 +80,10 @@ public struct HubConfigFile: Sendable {
             case "port": file.port = try int(member, path, 0...65535)
             case "threads": file.threads = try int(member, path, 1...256)
             case "data": file.data = try string(member, path)
+            case "hubName":
+                let name = try string(member, path)
+                if let problem = HubName.problem(name) { throw Invalid(path: path, message: problem) }
+                file.hubName = name
             case "durability":
                 let text = try string(member, path)
                 guard let durability = Durability(rawValue: text) else {
@@ -126,7 +132,7 @@ public struct HubConfigFile: Sendable {
                     }
                 }
             default:
-                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, cacheSize, echo, allowOrigins, allowHosts, peers, maxSubscriptions, maxUnauthenticated, users, roles, workflows, indexes")
+                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, hubName, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, cacheSize, echo, allowOrigins, allowHosts, peers, maxSubscriptions, maxUnauthenticated, users, roles, workflows, indexes")
             }
         }
         // Every role a user or a workflow names must exist.

@@ -18,6 +18,7 @@ extension HubConfiguration {
         if let port = file.port { server.port = port }
         if let threads = file.threads { server.threads = threads }
         if let data = file.data { dataDirectory = data }
+        if let name = file.hubName { hubName = name }
         if let durability = file.durability { self.durability = durability }
         if let count = file.retainChanges { retention.maxChanges = count }
         if let bytes = file.retainBytes { retention.maxBytes = bytes }
@@ -44,6 +45,7 @@ extension HubConfiguration {
         if let threads = flags.threads { server.threads = threads }
         if let data = flags.dataDirectory { dataDirectory = data }
         if let url = flags.storeURL { storeURL = url }
+        if let name = flags.hubName { hubName = name }
         if let durability = flags.durability { self.durability = durability }
         if let count = flags.retainChanges { retention.maxChanges = count }
         if let bytes = flags.retainBytes { retention.maxBytes = bytes }
@@ -88,7 +90,7 @@ extension HubConfiguration {
         // (SQLite's setting does not apply), the password hidden.
         server.logger.info("server.started", ["address": address(port: port), "threads": String(server.threads),
                                               "tls": server.tls == nil ? "off" : "on", "echo": servesEcho ? "on" : "off",
-                                              "data": dataDirectory,
+                                              "hub": hubName(port: port), "data": dataDirectory,
                                               storeURL == nil ? "durability" : "store":
                                                   storeURL.map(PostgresStore.redacted) ?? durability.rawValue,
                                               "web": webDirectory ?? "none",

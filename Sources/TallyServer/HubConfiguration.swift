@@ -28,6 +28,12 @@ public struct HubConfiguration: Sendable {
     /// A PostgreSQL store (`postgres://USER@HOST:PORT/DB`, `--store`) instead
     /// of SQLite in `dataDirectory`, which then holds the photos (and its lock).
     public var storeURL: String?
+    /// This hub's name in `GET /v1/admin/clients` (config `hubName`,
+    /// `--hub-name`); nil is `<hostname>:<port>` (`HubName.standard`).
+    public var hubName: String?
+    /// How often a hub on PostgreSQL publishes its clients' rows and how
+    /// long others' rows count (tests shorten them).
+    var clientPublishing = ClientHealthPublisher.Timing()
     public var durability = Durability.full
     public var retention = StoreRetention()
     public var core = CoreConfiguration()
@@ -39,6 +45,11 @@ public struct HubConfiguration: Sendable {
     /// from at `/`, `/app/…` and `/js/…`; nil serves no dashboard.
     public var webDirectory: String?
     public init() {}
+
+    /// The hub's name once it listens on `port`.
+    public func hubName(port: Int) -> String {
+        hubName ?? HubName.standard(port: port)
+    }
 
     /// Whether `/echo` is served: as asked, else only in open mode.
     public var servesEcho: Bool { echo ?? (core.authenticator == nil) }

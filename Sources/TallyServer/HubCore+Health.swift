@@ -51,28 +51,6 @@ extension HubCore {
         return response
     }
 
-    /// `GET /v1/admin/clients`.
-    func clientsReport() -> [UInt8] {
-        let now = configuration.clock()
-        var writer = MessageWriter()
-        writer.int("head", headSeq)
-        var rows: [[UInt8]] = []
-        for case let session? in sessions {
-            var row = MessageWriter()
-            row.int("session", Int64(session.id))
-            if let client = session.client { row.string("client", client) } else { row.null("client") }
-            if let actor = session.actor { row.string("user", actor.user) } else { row.null("user") }
-            row.int("connectedMs", now - session.connectedAt)
-            row.int("seq", session.seenSeq)
-            row.int("lag", max(0, headSeq - session.seenSeq))
-            row.int("outbox", session.outbox)
-            row.int("lastAckMs", now - session.lastHeardAt)
-            rows.append(row.finish())
-        }
-        writer.rawArray("clients", rows)
-        return writer.finish()
-    }
-
     /// Keeps `tally_client_outbox_total` exact as clients report.
     func setOutbox(_ outbox: Int64, of session: Session) {
         metrics.clientOutboxTotal.add(Int(outbox - session.outbox), ordering: .relaxed)

@@ -119,12 +119,6 @@ extension HubCore {
                 fanOut(result.changes)
             case .resolve(let code):
                 try resolve(code, call: call, head: head)
-            case .clients:
-                guard call.actor.role == "admin" else {
-                    throw ProtocolError(.forbidden, "role \"\(call.actor.role)\" may not read the client list; that needs admin",
-                                        details: ["role": .string(call.actor.role), "operation": "read", "name": "admin/clients"])
-                }
-                respond(call, .ok, clientsReport(), after: 0)
             case .workflows:
                 respond(call, .ok, workflowsReport(), after: 0)
             case .publish(let topic, let data):

@@ -61,7 +61,7 @@ extension HubCore {
     /// Whether `input` must wait for the writes in flight (see above).
     func mustPark(_ input: Input) -> Bool {
         switch input {
-        case .committed, .headAdvanced, .open, .close: return false
+        case .committed, .headAdvanced, .open, .close, .clientRows: return false
         default:
             if !parked.isEmpty { return true }
             return headSeq > committedSeq && !input.isWrite
@@ -196,7 +196,7 @@ extension HubCore {
             emit(.http(call.responder, REST.response(for: error)), after: 0)
         case .system(_, _, _, let done):
             done(.failure(error))
-        case .open, .refused, .close, .committed, .stop, .scan, .query, .headAdvanced:
+        case .open, .refused, .close, .committed, .stop, .scan, .query, .headAdvanced, .clientRows:
             break
         }
     }
@@ -326,7 +326,7 @@ extension HubCore.Input {
         case .request(_, let request): !request.operation.isWrite
         case .rest(let call): !call.operation.isWrite
         case .scan, .query: true
-        case .system, .open, .refused, .close, .committed, .stop, .headAdvanced: false
+        case .system, .open, .refused, .close, .committed, .stop, .headAdvanced, .clientRows: false
         }
     }
 
@@ -336,7 +336,7 @@ extension HubCore.Input {
         case .request(_, let request): request.operation.isWrite
         case .rest(let call): call.operation.isWrite
         case .system: true
-        case .open, .refused, .close, .committed, .stop, .scan, .query, .headAdvanced: false
+        case .open, .refused, .close, .committed, .stop, .scan, .query, .headAdvanced, .clientRows: false
         }
     }
 }
@@ -352,7 +352,7 @@ extension RESTCall.Operation {
     var isWrite: Bool {
         switch self {
         case .writeRecord, .writeList, .advance: true
-        case .getRecord, .records, .getList, .changes, .publish, .resolve, .clients, .workflows: false
+        case .getRecord, .records, .getList, .changes, .publish, .resolve, .workflows: false
         }
     }
 }

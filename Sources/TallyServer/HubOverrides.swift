@@ -16,6 +16,8 @@ public struct HubOverrides: Sendable {
     public var threads: Int?
     public var dataDirectory: String?
     public var storeURL: String?
+    /// `--hub-name`.
+    public var hubName: String?
     public var durability: Durability?
     public var retainChanges: Int?
     public var retainBytes: Int?

@@ -30,7 +30,7 @@ final class HubRoutes: HTTPApplication {
     private let browserGuard: BrowserGuard
     let metricsSource = MetricsSource()
 
-    init(configuration: HubConfiguration, core: HubCore, blobs: BlobStore) {
+    init(configuration: HubConfiguration, core: HubCore, blobs: BlobStore, clients: ClientHealth) {
         self.core = core
         self.browserGuard = configuration.browserGuard
         var router = HTTPRouter<Route>()
@@ -54,7 +54,8 @@ final class HubRoutes: HTTPApplication {
         self.messageLimits = messageLimits
         router.add("GET", "/v1/ws", .sync)
         RESTRoutes.add(to: &router, limits: limits)
-        BlobRoutes.add(to: &router, blobs: blobs) { request, operation, name in
+        ClientsRoute.add(to: &router, core: core, health: clients)
+        BlobRoutes.add(to: &router, blobs: blobs, logger: core.logger) { request, operation, name in
             Self.authorize(core: core, request, Permission(rawValue: operation) ?? .write, name: name)
         }
         if let web = configuration.webDirectory {

@@ -19,8 +19,6 @@ struct RESTCall: Sendable {
         case advance(String, Advance, key: String?)
         /// GET /v1/resolve/{code}
         case resolve(String)
-        /// GET /v1/admin/clients
-        case clients
         /// GET /v1/workflows
         case workflows
     }

@@ -97,7 +97,6 @@ enum RESTRoutes {
             }
             return .advance(name, step, key: try REST.idempotencyKey(request))
         })
-        router.add("GET", "/v1/admin/clients", .rest { _, _ throws(ProtocolError) in .clients })
         router.add("GET", "/v1/workflows", .rest { _, _ throws(ProtocolError) in .workflows })
         router.add("GET", "/v1/resolve/{code...}", .rest { _, parameters throws(ProtocolError) in
             // The HTTP parser has decoded the path once; decoding again would

@@ -112,6 +112,31 @@ enum PostgresSchema {
         Migration(version: 3, summary: "each record change keeps the record it changed", sql: """
             ALTER TABLE tally_changes ADD COLUMN prior bytea;
             """),
+        // Photos, so that every hub on the database serves what any hub
+        // stored (PostgresBlobTable.swift). `size` is checked against the
+        // bytes so that the quota's SUM(size) is what the rows hold.
+        Migration(version: 4, summary: "photos (content-addressed blobs)", sql: """
+            CREATE TABLE tally_blobs(
+                sha256 text PRIMARY KEY CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+                type text NOT NULL,
+                size int8 NOT NULL CHECK (size = octet_length(data)),
+                data bytea NOT NULL,
+                created timestamptz NOT NULL DEFAULT now()
+            );
+            ALTER TABLE tally_blobs ALTER COLUMN data SET STORAGE EXTERNAL;
+            """),
+        // Each hub's clients' sync health, published about once a second
+        // (PostgresClientTable.swift); readers skip rows not seen lately.
+        Migration(version: 5, summary: "clients' sync health of every hub", sql: """
+            CREATE TABLE tally_clients(
+                hub text NOT NULL,
+                session int8 NOT NULL,
+                row jsonb NOT NULL,
+                seen timestamptz NOT NULL,
+                PRIMARY KEY(hub, session)
+            );
+            CREATE INDEX tally_clients_by_seen ON tally_clients(seen);
+            """),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

@@ -1,9 +1,10 @@
 @preconcurrency import Glibc
 
-/// The store's own threads (the writer, the checkpointer): plain pthreads,
-/// because each owns a blocking SQLite connection for its whole life and
-/// must not occupy a Swift concurrency or Dispatch worker.
-enum StoreThread {
+/// The store's own threads (the writer, the checkpointer) and the hub's
+/// clients' publisher: plain pthreads, because each owns a blocking SQLite
+/// or PostgreSQL connection for its whole life and must not occupy a Swift
+/// concurrency or Dispatch worker.
+package enum StoreThread {
     private final class Start: Sendable {
         let body: @Sendable () -> Void
         init(body: @escaping @Sendable () -> Void) {
@@ -13,7 +14,7 @@ enum StoreThread {
 
     /// Starts `body` on a new joinable thread. `name` is for error messages
     /// (Glibc does not import `pthread_setname_np`).
-    static func spawn(name: String, _ body: @escaping @Sendable () -> Void) throws(StoreError) -> pthread_t {
+    package static func spawn(name: String, _ body: @escaping @Sendable () -> Void) throws(StoreError) -> pthread_t {
         let start = Unmanaged.passRetained(Start(body: body))
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { raw in
@@ -29,7 +30,7 @@ enum StoreThread {
         return thread
     }
 
-    static func join(_ thread: pthread_t) {
+    package static func join(_ thread: pthread_t) {
         pthread_join(thread, nil)
     }
 

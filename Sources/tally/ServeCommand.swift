@@ -26,7 +26,10 @@ enum ServeCommand {
                "locked); :memory: keeps nothing on disk"),
         Option("store", "URL", "keep records, lists and the change log in PostgreSQL,",
                "postgres://USER[:PASSWORD]@HOST:PORT/DB (also",
-               "$TALLY_STORE_URL); --data then holds the photos"),
+               "$TALLY_STORE_URL), photos included; --data then only",
+               "holds the lock"),
+        Option("hub-name", "NAME", "this hub's name in /v1/admin/clients (default",
+               "HOSTNAME:PORT); each hub on one database needs its own"),
         Option("config", "FILE", "JSON settings file (see README): users and tokens,", "roles, workflows, limits; flags win over it"),
         Option("open", nil, "serve without authentication on an address that", "is not loopback (no users configured)"),
         Option("demo", nil, "start with sample items, orders and intake jobs,", "and a simulator that moves them along"),
@@ -150,6 +153,10 @@ enum ServeCommand {
                 throw UsageError(message: "--store: \(error.message)")
             }
             flags.storeURL = url
+        }
+        if let name = a.string("hub-name") {
+            if let problem = HubName.problem(name) { throw UsageError(message: "--hub-name \(problem), not '\(name)'") }
+            flags.hubName = name
         }
         if let mode = a.string("durability") {
             guard let durability = Durability(rawValue: mode) else {

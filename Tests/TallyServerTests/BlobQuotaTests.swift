@@ -5,6 +5,7 @@ import TallyConcurrency
 import TallyNet
 import TallyProtocol
 @testable import TallyServer
+import TallyTestSupport
 
 // The blob quota: photos together take at most `blobQuota` bytes, so they
 // cannot fill the disk the records need. An upload past it is refused with
@@ -103,5 +104,8 @@ extension BlobTests.Store {
         try body(try BlobStore(directory: nil, quota: quota), nil)
         let directory = try BlobDataDirectory()
         try body(try BlobStore(directory: directory.path, quota: quota), directory)
+        let database = try BlobStore(postgres: PostgresCluster.shared().createDatabase("blobstore"), quota: quota)
+        defer { database.close() }
+        try body(database, nil)
     }
 }

@@ -53,11 +53,10 @@ final class BlobDataDirectory {
 
 @Suite struct BlobTests {
     @Suite struct Store {
-        /// One body against both backends (STYLE.md, habit 12).
+        /// One body against every backend: memory, disk and PostgreSQL (a
+        /// fresh database of the test process's server) (STYLE.md, habit 12).
         static func backends(_ body: (BlobStore, String?) throws -> Void) throws {
-            try body(try BlobStore(directory: nil), nil)
-            let directory = try BlobDataDirectory()
-            try body(try BlobStore(directory: directory.path), directory.path)
+            try backendsWithQuota(BlobStore.defaultQuota) { store, directory in try body(store, directory?.path) }
         }
 
         @Test func sha256MatchesTheFIPSVector() throws {
@@ -385,13 +384,20 @@ final class BlobTestServer {
         }
     }
 
-    init(maxBlobSize: Int = BlobStore.defaultMaxBlobSize, quota: Int = BlobStore.defaultQuota,
-         token: String? = nil) throws {
-        data = try BlobDataDirectory()
+    convenience init(maxBlobSize: Int = BlobStore.defaultMaxBlobSize, quota: Int = BlobStore.defaultQuota,
+                     token: String? = nil) throws {
+        let data = try BlobDataDirectory()
         let blobs = try BlobStore(directory: data.path, maxBlobSize: maxBlobSize, quota: quota)
+        try self.init(blobs: blobs, data: data, maxBlobSize: maxBlobSize, token: token)
+    }
+
+    /// Over `blobs`, opened already (a PostgreSQL backend).
+    init(blobs: BlobStore, data: BlobDataDirectory, maxBlobSize: Int = BlobStore.defaultMaxBlobSize,
+         token: String? = nil, logger: Logger = .disabled) throws {
+        self.data = data
         var router = HTTPRouter<HubRoutes.Route>()
         let authorized = authorized
-        BlobRoutes.add(to: &router, blobs: blobs) { request, operation, name in
+        BlobRoutes.add(to: &router, blobs: blobs, logger: logger) { request, operation, name in
             if let token, request.headers["Authorization"] != "Bearer \(token)" {
                 return .error(.unauthorized, code: "unauthorized", message: "send a token")
             }

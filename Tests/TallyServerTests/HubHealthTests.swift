@@ -33,7 +33,8 @@ struct HubHealthTests {
             clients = try Self.clients(hub)
             row = try #require(Self.row(clients, client: "mirror:a"))
             #expect(row["outbox"] == 2 && row["seq"] == 2 && row["lag"] == 1)
-            #expect(Set(row.keys) == ["session", "client", "user", "connectedMs", "seq", "lag", "outbox", "lastAckMs"])
+            #expect(Set(row.keys) == ["session", "client", "user", "connectedMs", "seq", "lag", "outbox", "lastAckMs", "hub"])
+            #expect(row["hub"] == .string(hub.hub.name))
 
             // A subscriber's seq follows what it is sent.
             try mirror.ok(#"{"op":"subscribe","prefix":"jobs/"}"#)

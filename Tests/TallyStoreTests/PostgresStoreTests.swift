@@ -176,8 +176,7 @@ import Testing
     /// right and read blocks, not entries. Prints the figures
     /// ARCHITECTURE.md quotes, beside a plain count over the primary key.
     @Test func aHundredThousandEntriesAreMigratedToCountedBlocks() throws {
-        let url = try Self.freshDatabase()
-        try PostgresStore(url: url).close()
+        let url = try PostgresSharedTablesTests.database(atVersion: 1)
         let admin = try PostgresConnection(url: url)
         let n = 100_000
         let keys = (0..<n).map { ListKey(integer: Int64($0)) }
@@ -186,10 +185,6 @@ import Testing
             INSERT INTO tally_list_entries(list, pos, entry)
             SELECT $1, p, convert_to('e' || ordinality, 'UTF8') FROM unnest($2::bytea[]) WITH ORDINALITY AS t(p, ordinality)
             """, [list, .byteaArray(keys.map(\.bytes))])
-        // Back to schema 1: what migrations 2 and 3 added goes.
-        try admin.execute(script: """
-            DROP TABLE tally_list_blocks; ALTER TABLE tally_changes DROP COLUMN prior; UPDATE tally_schema SET version = 1
-            """)
 
         let store = try PostgresStore(url: url)
         defer { store.close() }

@@ -904,6 +904,12 @@ def test_cluster_sh_starts_three_hubs_with_the_demo_and_stops_them(tmp_path):
         demo = wait_until(lambda: len(items(cluster[0])) >= 8 and items(cluster[0]), 30, "the demo's items")
         for hub in cluster[1:]:
             wait_until(lambda: items(hub) == demo, 10, f"the demo's items on port {hub.port}")
+        # Their photos too: they live in the database, not in the first hub's --data.
+        cover = rest(cluster[0], "GET", record_path(demo[0])).json()["data"]["cover"]
+        photo = rest(cluster[0], "GET", f"/v1/blobs/{cover}")
+        assert photo.status == 200 and photo.body, photo.status
+        for hub in cluster[1:]:
+            assert rest(hub, "GET", f"/v1/blobs/{cover}").body == photo.body, f"the cover on port {hub.port}"
 
         # Usage errors: exit 2 and a message; nothing started or stopped.
         for args in [(), ("start",), ("stop",), ("restart", str(directory)),

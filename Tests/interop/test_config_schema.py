@@ -200,7 +200,7 @@ def test_the_schema_is_a_2020_12_schema(schema):
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     Draft202012Validator.check_schema(schema)
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == {"host", "port", "threads", "data", "durability", "retention",
+    assert set(schema["properties"]) == {"host", "port", "threads", "data", "hubName", "durability", "retention",
                                          "maxRecordSize", "maxMessageSize", "maxBlobSize", "blobQuota", "cacheSize", "echo",
                                          "allowOrigins", "allowHosts", "peers", "maxSubscriptions",
                                          "maxUnauthenticated", "users", "roles", "workflows", "indexes"}
@@ -406,6 +406,9 @@ BAD_CONFIGS = [
     ("threads-range", {"threads": 257}, "$.threads", None),
     ("host-empty", {"host": ""}, "$.host", None),
     ("data-type", {"data": 7}, "$.data", None),
+    ("hub-name-empty", {"hubName": ""}, "$.hubName", None),
+    ("hub-name-space", {"hubName": "store room"}, "$.hubName", None),
+    ("hub-name-long", {"hubName": "x" * 129}, "$.hubName", None),
     ("durability", {"durability": "fast"}, "$.durability", None),
     ("retention-type", {"retention": 5}, "$.retention", None),
     ("retention-member", {"retention": {"days": 1}}, "$.retention.days", None),
@@ -520,10 +523,10 @@ def test_a_file_that_is_not_json_is_refused(tmp_path):
 
 
 EDGE_CONFIGS = [
-    ("lowest", {"host": "127.0.0.1", "port": 0, "threads": 1, "data": "d", "durability": "off",
+    ("lowest", {"host": "127.0.0.1", "port": 0, "threads": 1, "data": "d", "hubName": "a", "durability": "off",
                 "retention": {"changes": 1, "bytes": 1, "ageSeconds": 0.001},
                 "maxRecordSize": 1, "maxMessageSize": 1, "maxBlobSize": 1, "blobQuota": 1, "cacheSize": 1048576}),
-    ("highest", {"port": 65535, "threads": 256,
+    ("highest", {"port": 65535, "threads": 256, "hubName": "eu-west/store.room:1@b_" + "x" * 105,
                  "retention": {"changes": 2147483647, "bytes": 1099511627776, "ageSeconds": 315360000},
                  "maxRecordSize": 1073741824, "maxMessageSize": 1073741824, "maxBlobSize": 1073741824,
                  "blobQuota": 1099511627776, "cacheSize": 1099511627776}),
