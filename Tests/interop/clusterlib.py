@@ -6,13 +6,18 @@ sessions it can terminate. The `pg_server` and `hub_cluster` fixtures in
 conftest.py start one per module and three hubs on a fresh database of it.
 
 `FailoverWriter` and `FailoverSubscriber` are sync clients (the `websockets`
-package) that survive losing their hub, as the CLI's failover will: on a
-closed connection they connect to the next hub of their list and go on — a
-writer sends the write it had in flight again with the same idempotency key,
-a subscriber subscribes again with `since` = the last seq it applied and
+package) that survive losing their hub, as the CLI's does: on a closed
+connection they connect to the next hub of their list and go on — a writer
+sends the write it had in flight again with the same idempotency key, a
+subscriber subscribes again with `since` = the last seq it applied and
 checks that what follows continues its sequence without a gap or a
 duplicate. A write refused with `unavailable` (the hub cannot reach
 PostgreSQL) is sent again after a short pause, with the same key.
+
+`Load` runs such writers and subscribers on a prefix until stopped and then
+checks that every acknowledged write is in the change log exactly once and
+that every subscriber saw the log; `head_of`, `wait_for_head` and
+`changes_after` read a hub's head and log.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import itertools
 import json
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +35,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.sync.client import connect
 
 from conftest import REPO
-from synclib import dumps, rest
+from synclib import all_changes, dumps, record_path, rest, run_threads, wait_until
 
 PG_SCRIPT = REPO / "scripts" / "pg-test-cluster.sh"
 WS_PATH = "/v1/ws"
@@ -40,6 +46,7 @@ CONNECTION_LOST = (ConnectionClosed, InvalidHandshake, InvalidURI, OSError, Time
 # acknowledged (PROTOCOL.md, Errors).
 RETRIED_CODES = ("unavailable", "storage_failed", "shutting_down")
 RETRY_PAUSE = 0.1
+SUBSCRIBE_BUDGET = 30.0
 
 
 class Refused(Exception):
@@ -390,3 +397,221 @@ def health(server) -> tuple[int, dict]:
     """GET /healthz: (status, body)."""
     response = rest(server, "GET", "/healthz", timeout=5)
     return response.status, response.json()
+
+
+def changes_after(hub, since: int) -> list[dict]:
+    """The change log of ``hub`` after ``since``, every page."""
+    return all_changes(hub, since)[2]
+
+
+def head_of(hub) -> int:
+    """The seq a new connection's hello reports on ``hub``."""
+    connection = Connection(hub, "head-probe", 10)
+    try:
+        return connection.hello["seq"]
+    finally:
+        connection.close()
+
+
+def wait_for_head(hubs, seq: int, timeout: float = 20.0) -> None:
+    """Until every hub has applied the changes up to ``seq``."""
+    for hub in hubs:
+        wait_until(lambda: head_of(hub) >= seq, timeout, lambda: f"{hub.url()} to reach seq {seq}")
+
+
+def acked_changes(writers) -> list[tuple[int, str, int]]:
+    """(seq, name, version) of every change the writers were told of."""
+    out = []
+    for writer in writers:
+        for ack in writer.acks:
+            for result in ack.reply.get("results") or [ack.reply]:
+                out.append((result["seq"], result["name"], result["version"]))
+    return sorted(out)
+
+
+def subscribe_all(subscribers) -> None:
+    deadline = time.monotonic() + SUBSCRIBE_BUDGET
+    run_threads([lambda s=s: s.subscribe(deadline) for s in subscribers], timeout=SUBSCRIBE_BUDGET + 5)
+
+
+def follow_all(subscribers, until, budget: float) -> None:
+    deadline = time.monotonic() + budget
+    try:
+        run_threads([lambda s=s: s.follow(until, deadline) for s in subscribers], timeout=budget + 10)
+    finally:
+        for subscriber in subscribers:
+            subscriber.close()
+
+
+# --------------------------------------------------------------------------
+# Load through faults
+
+
+class Load:
+    """Writers and subscribers on a prefix, through failover clients, until
+    stopped. Each write is one change: a set at a path of the writer's own
+    record (a new path each time) or an increment of its member of a
+    counter record, so the log shows whether it landed once."""
+
+    def __init__(self, hubs, prefix: str, writers_on: list[int], subscribers_on: list[int], rest_on: list[int] = ()):
+        self.hubs = hubs
+        self.prefix = prefix
+        self.counter = f"{prefix}counter"
+        self.writers = [FailoverWriter(hubs, h, f"{prefix}w{i}") for i, h in enumerate(writers_on)]
+        self.subscribers = [FailoverSubscriber(hubs, h, f"{prefix}s{i}", {"prefix": prefix}) for i, h in enumerate(subscribers_on)]
+        self.rest_on = list(rest_on)
+        self.rest_acks: list[list[tuple[str, int]]] = [[] for _ in self.rest_on]  # (name, seq)
+        self.rest_refusals: list[list[tuple[int, str | None, str]]] = [[] for _ in self.rest_on]
+        self.extra: list[tuple[str, int]] = []  # (name, seq) of writes the test made itself
+        self.stop = threading.Event()
+        self.head: int | None = None
+        self.threads: list[threading.Thread] = []
+        self.errors: list[BaseException] = []
+
+    def acks(self) -> int:
+        return sum(len(w.acks) for w in self.writers) + sum(len(r) for r in self.rest_acks)
+
+    def _guard(self, body):
+        def run():
+            try:
+                body()
+            except BaseException as error:  # noqa: BLE001 - re-raised by finish()
+                self.errors.append(error)
+                self.stop.set()
+        return run
+
+    def _write(self, writer: FailoverWriter) -> None:
+        k = 0
+        while not self.stop.is_set():
+            if k % 2 == 0:
+                writer.write({"op": "set", "name": f"{writer.name}", "path": f"k{k}", "value": k})
+            else:
+                writer.write({"op": "increment", "name": self.counter, "path": writer.name[len(self.prefix):]})
+            k += 1
+        writer.close()
+
+    def _rest_write(self, r: int) -> None:
+        hub = self.hubs[self.rest_on[r]]
+        k = 0
+        while not self.stop.is_set():
+            name = f"{self.prefix}rest{r}-{k}"
+            headers = {"Idempotency-Key": f"{name}-key"}
+            deadline = time.monotonic() + 60
+            while True:
+                response = rest(hub, "PUT", record_path(name), {"k": k}, headers)
+                if response.status == 201:
+                    self.rest_acks[r].append((name, response.json()["seq"]))
+                    break
+                assert response.status == 503 and time.monotonic() < deadline, (response.status, response.body)
+                self.rest_refusals[r].append((response.status, response.header("Retry-After"), response.error_code()))
+                time.sleep(0.1)
+            k += 1
+
+    def start(self) -> None:
+        subscribe_all(self.subscribers)
+        targets = [lambda w=w: self._write(w) for w in self.writers]
+        targets += [lambda r=r: self._rest_write(r) for r in range(len(self.rest_on))]
+        self._run(targets)
+        self._run([lambda s=s: s.follow(lambda: self.head, time.monotonic() + 120) for s in self.subscribers])
+
+    def _run(self, targets) -> None:
+        threads = [threading.Thread(target=self._guard(t), daemon=True) for t in targets]
+        self.threads += threads
+        for thread in threads:
+            thread.start()
+
+    def add_subscriber(self, hub: int) -> FailoverSubscriber:
+        """A subscriber that starts now (its first subscribe may have to
+        wait for the store)."""
+        subscriber = FailoverSubscriber(self.hubs, hub, f"{self.prefix}s{len(self.subscribers)}",
+                                        {"prefix": self.prefix})
+        self.subscribers.append(subscriber)
+
+        def run():
+            deadline = time.monotonic() + 120
+            subscriber.subscribe(deadline)
+            subscriber.follow(lambda: self.head, deadline)
+        self._run([run])
+        return subscriber
+
+    def wait_for_acks(self, more: int, timeout: float = 30.0) -> None:
+        """Until ``more`` writes more than now are acknowledged."""
+        target = self.acks() + more
+        wait_until(lambda: self.acks() >= target or self.errors, timeout,
+                   lambda: f"{target} acknowledged writes (have {self.acks()})")
+        self.raise_errors()
+
+    def raise_errors(self) -> None:
+        if self.errors:
+            raise self.errors[0]
+
+    def finish(self, live_hubs, timeout: float = 60.0) -> None:
+        """Stops the writers (each ends with its write acknowledged), then
+        lets the subscribers reach the head every live hub agrees on."""
+        self.stop.set()
+        writers = len(self.writers) + len(self.rest_on)
+        for thread in self.threads[:writers]:
+            thread.join(timeout)
+        assert not any(t.is_alive() for t in self.threads[:writers]), "a writer did not finish"
+        self.raise_errors()
+        acked = [ack.reply["seq"] for writer in self.writers for ack in writer.acks]
+        acked += [seq for acks in self.rest_acks for _, seq in acks]
+        head = max([head_of(hub) for hub in live_hubs] + acked)
+        wait_for_head(live_hubs, head)
+        self.head = head
+        for thread in self.threads[writers:]:
+            thread.join(timeout)
+        self.raise_errors()
+        assert not any(t.is_alive() for t in self.threads), "a load thread did not finish"
+
+    def close(self) -> None:
+        self.stop.set()
+        self.head = self.head or 0
+        for thread in self.threads:
+            thread.join(5)
+        for client in self.writers + self.subscribers:
+            client.close()
+
+    def stats(self) -> str:
+        """What the clients went through, for failure messages."""
+        writers = [(w.name, len(w.acks), w.reconnects, w.retried) for w in self.writers]
+        subscribers = [(s.name, s.seq, s.resumes, s.retried) for s in self.subscribers]
+        return f"writers (acks, reconnects, retried): {writers}; subscribers (seq, resumes, retried): {subscribers}"
+
+    def check(self, hub) -> list[dict]:
+        """Every acknowledged write is in the log exactly once, with the
+        seq it was acknowledged with, and nothing else is; every
+        subscriber saw exactly the log. Returns the log."""
+        log = changes_after(hub, 0)
+        assert [c["seq"] for c in log] == list(range(1, self.head + 1)), "the log is gap-free"
+        by_seq = {c["seq"]: c for c in log}
+        expected_paths = set()
+        increments: dict[str, int] = {}
+        for writer in self.writers:
+            for ack in writer.acks:
+                change = by_seq[ack.reply["seq"]]
+                message = ack.message
+                if message["op"] == "set":
+                    assert (change["name"], change["path"], change["value"]) == (
+                        message["name"], message["path"], message["value"]), (ack, change)
+                    expected_paths.add((message["name"], message["path"]))
+                else:
+                    assert (change["name"], change["path"]) == (self.counter, message["path"]), (ack, change)
+                    increments[message["path"]] = increments.get(message["path"], 0) + 1
+        others = {}  # seq -> name: the REST writes and the test's own (`extra`)
+        for name, seq in [pair for acks in self.rest_acks for pair in acks] + self.extra:
+            assert by_seq[seq]["name"] == name, (name, by_seq[seq])
+            others[seq] = name
+        acked = sum(len(w.acks) for w in self.writers) + len(others)
+        assert len(log) == acked, f"{len(log)} changes in the log for {acked} acknowledged writes"
+        seen_paths = [(c["name"], c["path"]) for c in log
+                      if c["name"] != self.counter and c["seq"] not in others]
+        assert sorted(seen_paths) == sorted(expected_paths), "each acknowledged set is in the log once"
+        counter = rest(hub, "GET", record_path(self.counter)).json()
+        assert counter["data"] == increments, "each acknowledged increment counted once"
+        for subscriber in self.subscribers:
+            assert subscriber.seq == self.head, subscriber.name
+            first = subscriber.snapshot["seq"]
+            assert [subscriber.changes[s] for s in range(first + 1, self.head + 1)] == log[first:], (
+                f"{subscriber.name} saw the log")
+        return log
