@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Tally builds and tests with, when missing.
-# Usage: scripts/install-deps.sh [build|test]   (test adds what the test suite needs)
+# Usage: scripts/install-deps.sh [build|cluster|test]
+#   cluster adds PostgreSQL's server (scripts/cluster.sh); test adds it and the rest the test suite needs
 set -euo pipefail
 # libpq-dev: the PostgreSQL client library TallyPostgres links (Sources/CLibPQ).
 want=(libssl-dev zlib1g-dev libsqlite3-dev libpq-dev pkg-config openssl)
+case "${1:-build}" in
+  build|cluster|test) ;;
+  *) echo "usage: $0 [build|cluster|test]" >&2; exit 2 ;;
+esac
+# scripts/cluster.sh runs a private server (initdb, pg_ctl) as the postgres user.
+[ "${1:-build}" = cluster ] && want+=(postgresql)
 if [ "${1:-build}" = test ]; then
   # TallyPostgresTests start a private server (initdb, pg_ctl) as the postgres
   # user this package creates; its own cluster is not used.

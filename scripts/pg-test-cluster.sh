@@ -6,6 +6,10 @@
 #   scripts/pg-test-cluster.sh start DIR          prints postgres://tally@127.0.0.1:PORT/postgres
 #   scripts/pg-test-cluster.sh createdb DIR NAME  prints the new database's URL
 #   scripts/pg-test-cluster.sh stop DIR           stops the server and removes DIR
+#   scripts/pg-test-cluster.sh stop-server DIR    stops the server only (an outage: DIR is kept)
+#   scripts/pg-test-cluster.sh start-server DIR   starts it again on the same port
+#   scripts/pg-test-cluster.sh sql DIR STATEMENT  runs STATEMENT in database postgres, prints
+#                                                 the rows (unaligned, `|` between fields)
 #
 # DIR must not exist yet (or be empty) and must be reachable by the `postgres`
 # user when run as root (PostgreSQL refuses root; its programs then run as
@@ -14,7 +18,10 @@
 # `stop` only touches a DIR that `start` made (it checks for its marker file).
 set -euo pipefail
 
-usage() { echo "usage: $0 start DIR | createdb DIR NAME | stop DIR" >&2; exit 2; }
+usage() {
+  echo "usage: $0 start DIR | createdb DIR NAME | stop DIR | stop-server DIR | start-server DIR | sql DIR STATEMENT" >&2
+  exit 2
+}
 [ $# -ge 2 ] || usage
 command=$1
 dir=$2
@@ -46,6 +53,31 @@ as_server() {
   fi
 }
 
+# Starts the server of DIR on 127.0.0.1:$1 and waits until it accepts connections.
+start_server() {
+  as_server "$(find_bindir)/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+    -o "-p $1 -k $dir -c listen_addresses=127.0.0.1" start >"$dir/pg_ctl.log" 2>&1
+}
+
+# Stops the server of DIR, fast: sessions are terminated at once, as when a
+# database machine goes away.
+stop_server() {
+  as_server "$(find_bindir)/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+}
+
+# Says what the server said when it would not start, and exits 1.
+start_failed() {
+  cat "$dir/pg_ctl.log" >&2
+  tail -n 20 "$dir/server.log" >&2 || true
+  exit 1
+}
+
+# Fails unless DIR is a cluster that `start` made and left running (or stopped, with
+# stop-server): its marker and port are there.
+require_cluster() {
+  [ -f "$dir/$marker" ] && [ -f "$dir/port" ] || { echo "$dir is not a test cluster made by $0 start" >&2; exit 1; }
+}
+
 case "$command" in
 start)
   [ $# -eq 2 ] || usage
@@ -70,21 +102,18 @@ start)
   # A random port; another one if it was taken.
   for _ in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 40000))
-    if as_server "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-         -o "-p $port -k $dir -c listen_addresses=127.0.0.1" start >"$dir/pg_ctl.log" 2>&1; then
+    if start_server "$port"; then
       echo "$port" >"$dir/port"
       echo "postgres://tally@127.0.0.1:$port/postgres" | tee "$dir/url"
       exit 0
     fi
     grep -q "could not bind" "$dir/server.log" 2>/dev/null || break
   done
-  cat "$dir/pg_ctl.log" >&2
-  tail -n 20 "$dir/server.log" >&2 || true
-  exit 1
+  start_failed
   ;;
 createdb)
   [ $# -eq 3 ] || usage
-  [ -f "$dir/$marker" ] && [ -f "$dir/port" ] || { echo "$dir is not a running test cluster" >&2; exit 1; }
+  require_cluster
   port=$(cat "$dir/port")
   "$(find_bindir)/createdb" -h 127.0.0.1 -p "$port" -U tally "$3"
   echo "postgres://tally@127.0.0.1:$port/$3"
@@ -92,10 +121,26 @@ createdb)
 stop)
   [ $# -eq 2 ] || usage
   [ -f "$dir/$marker" ] || { echo "$dir was not made by $0 start; not touching it" >&2; exit 1; }
-  if [ -f "$dir/data/postmaster.pid" ]; then
-    as_server "$(find_bindir)/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
-  fi
+  if [ -f "$dir/data/postmaster.pid" ]; then stop_server; fi
   rm -rf -- "$dir"
+  ;;
+stop-server)
+  [ $# -eq 2 ] || usage
+  require_cluster
+  [ -f "$dir/data/postmaster.pid" ] || { echo "the server of $dir is not running" >&2; exit 1; }
+  stop_server
+  ;;
+start-server)
+  [ $# -eq 2 ] || usage
+  require_cluster
+  [ ! -f "$dir/data/postmaster.pid" ] || { echo "the server of $dir is running already" >&2; exit 1; }
+  # The same port, so that clients holding the URL reconnect by themselves.
+  start_server "$(cat "$dir/port")" || start_failed
+  ;;
+sql)
+  [ $# -eq 3 ] || usage
+  require_cluster
+  "$(find_bindir)/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(cat "$dir/port")" -U tally -d postgres -c "$3"
   ;;
 *)
   usage

@@ -91,12 +91,47 @@ extension HubCore {
     /// go together: both leave at that seq's commit, or both are dropped
     /// when the head moves before it (else an answer could leave and the
     /// write still run again, answered twice).
+    ///
+    /// A write that changes nothing with nothing in flight (a conflict, an
+    /// illegal transition, short stock) commits nothing, so no head check
+    /// tells whether its answer stood on another hub's latest commit: a
+    /// client told of a write by one hub and sending the next to this one
+    /// would be refused on the state before it (`from: "in-progress"` of an
+    /// order this hub still has at "received"). So such an answer leaves
+    /// only once the store's head is read and found to be what this hub has
+    /// applied; else it is dropped unsent, the hub catches up, and the
+    /// write runs once more. A system write's `done` has run already, so
+    /// it is not checked.
     func rerunnably(_ input: Input, _ body: () -> Void) {
-        holdFloor = headSeq > committedSeq ? headSeq : 0
-        body()
-        holdFloor = 0
-        // A write that made changes answers after its last one, the head now.
-        if headSeq > committedSeq { rerunnable.append((headSeq, input)) }
+        var checked = false
+        while true {
+            let idle = headSeq == committedSeq
+            let applied = committedSeq
+            let answered = held.count
+            holdFloor = idle ? 0 : headSeq
+            body()
+            holdFloor = 0
+            // A write that made changes answers after its last one, the head now.
+            if headSeq > committedSeq {
+                rerunnable.append((headSeq, input))
+                return
+            }
+            if case .system = input { return }
+            // `committedSeq` moved: the write caught up itself, its answer is fresh.
+            guard idle, !checked, committedSeq == applied, storeIsAhead() else { return }
+            checked = true
+            held.removeSubrange(answered...)
+            catchUpOrLog()
+        }
+    }
+
+    /// Whether the store's global head is past what this hub has applied:
+    /// one read of the head row. False when it cannot be read (the answer
+    /// then stands on what this hub knows).
+    private func storeIsAhead() -> Bool {
+        guard let reader = sharedReader, let head = try? reader.sequenceBounds().head else { return false }
+        knownHead = max(knownHead, head)
+        return head > committedSeq
     }
 
     /// A commit succeeded: forget what would undo it, and catch up when

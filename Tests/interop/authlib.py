@@ -13,7 +13,6 @@ clients that present a token.
   `Authorization: Bearer …` on the upgrade, and whose hello may carry a
   token.
 - `rest_as(server, token, method, path, body)`: a REST request with a token.
-- `metric(server, name)`: one value from /metrics.
 
 Nothing here listens beyond 127.0.0.1: the hubs come from conftest, which
 binds 127.0.0.1 only.
@@ -225,16 +224,3 @@ def rest_as(server, token: str | None, method: str, path: str, body=None,
         headers["Authorization"] = f"Bearer {token}"
     return rest(server, method, path, body, headers)
 
-
-def metric(server, name: str) -> float:
-    """The value of a metric without labels (the sum over its series when it
-    has labels)."""
-    response = rest(server, "GET", "/metrics")
-    assert response.status == 200, (response.status, response.body[:300])
-    total, found = 0.0, False
-    for line in response.body.decode().splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            total += float(line.rsplit(" ", 1)[1])
-            found = True
-    assert found, f"/metrics has no {name}"
-    return total

@@ -276,6 +276,46 @@ def module_tally(tmp_path_factory, request):
     factory.finish()
 
 
+# --------------------------------------------------------------------------
+# PostgreSQL and several hubs on it (clusterlib.py)
+
+
+@pytest.fixture(scope="module")
+def pg_server():
+    """A private PostgreSQL server for the module (clusterlib.PgServer),
+    which its tests may stop and start; removed at the module's end."""
+    from clusterlib import PgServer
+    server = PgServer.start()
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.fixture
+def pg_database(pg_server, request) -> str:
+    """The URL of a fresh database of ``pg_server`` for one test."""
+    from clusterlib import database_name
+    return pg_server.createdb(database_name(request.node.name))
+
+
+@pytest.fixture
+def hub_cluster(pg_server, pg_database, tally_factory):
+    """Call with a number of hubs (and extra `tally serve` arguments):
+    returns a clusterlib.HubCluster of that many hubs on one fresh database,
+    each with its own data directory. At teardown the PostgreSQL server is
+    started again if a test left it stopped, before the hubs are stopped
+    (each must then exit 0, as with `tally_factory`)."""
+    from clusterlib import HubCluster
+
+    def start(count: int = 3, *args: str) -> HubCluster:
+        return HubCluster(pg_server, pg_database, [tally_factory("--store", pg_database, *args) for _ in range(count)])
+
+    yield start
+    if not pg_server.running:
+        pg_server.start_server()
+
+
 @pytest.fixture
 def sync_client(request):
     """Opens synclib.SyncClient connections (``sync_client(server, **options)``)

@@ -13,7 +13,8 @@ headers, body, json()).
 
 `run_tally` runs one `tally` command (the binary under test, $TALLY_BIN) with
 a bounded time and returns a `CLIResult`; `cli_env` is the clean environment
-the CLI tests give it. `wait_until` polls a condition with a deadline.
+the CLI tests give it. `wait_until` polls a condition with a deadline;
+`run_threads` runs callables on threads and re-raises the first failure.
 """
 
 from __future__ import annotations
@@ -292,6 +293,20 @@ def rest(server, method: str, path: str, body: Any = None, headers: dict | None 
         conn.close()
 
 
+def metric(server, name: str) -> float:
+    """The value of a metric without labels (the sum over its series when it
+    has labels)."""
+    response = rest(server, "GET", "/metrics")
+    assert response.status == 200, (response.status, response.body[:300])
+    total, found = 0.0, False
+    for line in response.body.decode().splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            total += float(line.rsplit(" ", 1)[1])
+            found = True
+    assert found, f"/metrics has no {name}"
+    return total
+
+
 def record_path(name: str) -> str:
     """/v1/records/{name}: slashes as they are, the rest percent-encoded."""
     return "/v1/records/" + urllib.parse.quote(name, safe="/")
@@ -459,6 +474,30 @@ def run_tally(args, env: dict[str, str], timeout: float) -> CLIResult:
         raise AssertionError(f"`tally {' '.join(argv)}` did not finish within {timeout}s") from None
     return CLIResult(argv, done.returncode, done.stdout.decode(errors="replace"),
                      done.stderr.decode(errors="replace"), time.monotonic() - start)
+
+
+def run_threads(targets, timeout: float) -> None:
+    """Runs each callable in its own thread; re-raises the first failure."""
+    errors: list[BaseException] = []
+
+    def wrap(target):
+        def run():
+            try:
+                target()
+            except BaseException as error:  # noqa: BLE001 - reported below
+                errors.append(error)
+        return run
+
+    threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if errors:
+        raise errors[0]
+    stuck = [t for t in threads if t.is_alive()]
+    assert not stuck, f"{len(stuck)} threads still running after {timeout}s"
 
 
 def wait_until(predicate, timeout: float, what, interval: float = 0.1):

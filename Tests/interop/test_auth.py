@@ -28,9 +28,9 @@ import uuid
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from authlib import AuthClient, Tokens, drain_via, metric, rest_as, sha256_hex, start_hub, upgrade_refusal
+from authlib import AuthClient, Tokens, drain_via, rest_as, sha256_hex, start_hub, upgrade_refusal
 from conftest import TALLY_BIN, TallyFactory
-from synclib import dumps, expect_error, record_path, rest
+from synclib import dumps, expect_error, metric, record_path, rest
 
 
 def uid() -> str:

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from synclib import CLIResult, LongRunning, all_changes, get_record, list_path, put_record, rest, run_tally
+from synclib import CLIResult, LongRunning, all_changes, get_record, list_path, metric, put_record, rest, run_tally
 
 RUN_TIMEOUT = 15.0  # one short command; the contract's bound is lower where it matters
 LINE_TIMEOUT = 5.0
@@ -81,15 +81,6 @@ def list_envelope(server, name: str) -> dict | None:
         return None
     assert response.status == 200, (response.status, response.body[:300])
     return response.json()
-
-
-def metric(server, name: str) -> float:
-    response = rest(server, "GET", "/metrics")
-    assert response.status == 200, response.status
-    for line in response.body.decode().splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"/metrics has no {name}")
 
 
 def wait_subscriptions(server, count: int, timeout: float = LINE_TIMEOUT) -> None:

@@ -30,9 +30,9 @@ import uuid
 
 import pytest
 
-from authlib import AuthClient, Tokens, metric, rest_as, start_hub
+from authlib import AuthClient, Tokens, rest_as, start_hub
 from rawws import Buffered, RawWebSocket, connect, handshake_request, read_http_response
-from synclib import SyncClient, dumps, expect_error, record_path, rest, wait_until
+from synclib import SyncClient, dumps, expect_error, metric, record_path, rest, wait_until
 
 MiB = 1 << 20
 

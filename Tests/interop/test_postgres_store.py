@@ -1,39 +1,12 @@
 """`tally serve --store postgres://…`: the hub keeps its records, lists and
 change log in PostgreSQL (a private server started by
-scripts/pg-test-cluster.sh), and loses nothing across a restart or a kill."""
+scripts/pg-test-cluster.sh, the `pg_server` fixture), and loses nothing
+across a restart or a kill."""
 import json
 import subprocess
-import tempfile
 import urllib.request
-from pathlib import Path
 
-import pytest
-
-from conftest import REPO, TALLY_BIN
-
-CLUSTER_SCRIPT = REPO / "scripts" / "pg-test-cluster.sh"
-
-
-@pytest.fixture(scope="module")
-def pg_cluster():
-    """A private PostgreSQL server for this module; stopped at its end."""
-    directory = Path(tempfile.mkdtemp(prefix="tally-pg-interop-"))
-    directory.rmdir()  # the script makes it (and must find it empty)
-    started = subprocess.run(["bash", str(CLUSTER_SCRIPT), "start", str(directory)],
-                             capture_output=True, text=True, timeout=120)
-    assert started.returncode == 0, started.stderr
-    yield directory
-    subprocess.run(["bash", str(CLUSTER_SCRIPT), "stop", str(directory)], capture_output=True, timeout=120)
-
-
-@pytest.fixture
-def store_url(pg_cluster, request) -> str:
-    """A fresh database for one test."""
-    name = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
-    made = subprocess.run(["bash", str(CLUSTER_SCRIPT), "createdb", str(pg_cluster), name],
-                          capture_output=True, text=True, timeout=60)
-    assert made.returncode == 0, made.stderr
-    return made.stdout.strip().splitlines()[-1]
+from conftest import TALLY_BIN
 
 
 def cli(server, *args: str) -> subprocess.CompletedProcess:
@@ -46,7 +19,8 @@ def get_json(server, path: str):
         return json.load(response)
 
 
-def test_records_lists_and_the_log_survive_a_restart_and_a_kill(tally_factory, store_url):
+def test_records_lists_and_the_log_survive_a_restart_and_a_kill(tally_factory, pg_database):
+    store_url = pg_database
     hub = tally_factory("--store", store_url)
     started = next(line for line in hub.stderr().splitlines() if "event=server.started" in line)
     assert f"store={store_url}" in started and "durability=" not in started, started

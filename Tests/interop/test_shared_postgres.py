@@ -11,7 +11,6 @@ import zlib
 
 from conftest import PG_CLUSTER
 from synclib import rest
-from test_postgres_store import pg_cluster, store_url  # noqa: F401 (fixtures)
 
 # A row a hub stops publishing counts for 5 s; hubs publish every second.
 EXPIRY = 5.0
@@ -55,9 +54,9 @@ def wait_for(what: str, condition, timeout: float = DEADLINE):
         time.sleep(0.05)
 
 
-def test_a_photo_put_through_one_hub_is_served_by_another(tally_factory, store_url):
-    a = tally_factory("--store", store_url, "--hub-name", "hub-a")
-    b = tally_factory("--store", store_url, "--hub-name", "hub-b")
+def test_a_photo_put_through_one_hub_is_served_by_another(tally_factory, pg_database):
+    a = tally_factory("--store", pg_database, "--hub-name", "hub-a")
+    b = tally_factory("--store", pg_database, "--hub-name", "hub-b")
     photo = png(3 << 20, seed=7)
     sha = hashlib.sha256(photo).hexdigest()
     assert rest(b, "GET", f"/v1/blobs/{sha}").status == 404
@@ -79,9 +78,9 @@ def test_a_photo_put_through_one_hub_is_served_by_another(tally_factory, store_u
     assert rest(a, "GET", f"/v1/blobs/{sha}").body == photo
 
 
-def test_a_client_of_one_hub_is_listed_by_another_until_it_is_killed(tally_factory, store_url, sync_client):
-    a = tally_factory("--store", store_url, "--hub-name", "hub-a")
-    b = tally_factory("--store", store_url)  # named <hostname>:<port>
+def test_a_client_of_one_hub_is_listed_by_another_until_it_is_killed(tally_factory, pg_database, sync_client):
+    a = tally_factory("--store", pg_database, "--hub-name", "hub-a")
+    b = tally_factory("--store", pg_database)  # named <hostname>:<port>
     sync_client(a, hello={"client": "scanner:a", "outbox": 3})
     sync_client(b, hello={"client": "scanner:b"})
     writer = sync_client(b)

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from synclib import NO_ID, apply_push, check_push_shape, expect_error, without_id
+from synclib import NO_ID, apply_push, check_push_shape, expect_error, run_threads, without_id
 
 
 def seqs(pushes) -> list[int]:
@@ -32,30 +32,6 @@ def first_difference(got: list, want: list) -> str:
         if a != b:
             return f"at index {i} got {got[max(0, i - 2):i + 3]}, expected {want[max(0, i - 2):i + 3]}"
     return f"lengths {len(got)} and {len(want)}"
-
-
-def run_threads(targets, timeout: float) -> None:
-    """Runs each callable in its own thread; re-raises the first failure."""
-    errors: list[BaseException] = []
-
-    def wrap(target):
-        def run():
-            try:
-                target()
-            except BaseException as error:  # noqa: BLE001 - reported below
-                errors.append(error)
-        return run
-
-    threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + timeout
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    if errors:
-        raise errors[0]
-    stuck = [t for t in threads if t.is_alive()]
-    assert not stuck, f"{len(stuck)} threads still running after {timeout}s"
 
 
 # --------------------------------------------------------------------------

@@ -36,37 +36,13 @@ from authlib import (INTAKE_STAGES, INTAKE_TERMINAL, INTAKE_TRANSITIONS, ORDER_S
                      ORDER_TERMINAL, ORDER_TRANSITIONS, AuthClient, Tokens, path_to, rest_as,
                      start_hub)
 from conftest import TALLY_BIN
-from synclib import SyncClient, all_changes, dumps, expect_error, record_path, rest, without_id
+from synclib import SyncClient, all_changes, dumps, expect_error, record_path, rest, run_threads, without_id
 
 ACTOR = "wf-tests"
 
 
 def uid() -> str:
     return uuid.uuid4().hex[:10]
-
-
-def run_threads(targets, timeout: float) -> None:
-    """Runs each callable in its own thread; re-raises the first failure."""
-    errors: list[BaseException] = []
-
-    def wrap(target):
-        def run():
-            try:
-                target()
-            except BaseException as error:  # noqa: BLE001 - re-raised below
-                errors.append(error)
-        return run
-
-    threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + timeout
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    if errors:
-        raise errors[0]
-    stuck = [t for t in threads if t.is_alive()]
-    assert not stuck, f"{len(stuck)} threads still running after {timeout}s"
 
 
 @pytest.fixture
