@@ -48,22 +48,22 @@ cleanup() {
 }
 trap cleanup EXIT
 bash scripts/pg-test-cluster.sh start "$cluster" >/dev/null
-database=0
+# A new database named NAME (called in a command substitution, a subshell:
+# the caller names each one).
 fresh_database() {
-  database=$((database + 1))
-  bash scripts/pg-test-cluster.sh createdb "$cluster" "bench_$database" | tail -n 1
+  bash scripts/pg-test-cluster.sh createdb "$cluster" "bench_$1" | tail -n 1
 }
 
 echo "== 1. durable writes, 100 writers ($runs runs of each, in turn)"
 for run in $(seq "$runs"); do
   echo "-- run $run"
   "$tally" bench writes --writers 100 --seconds 8 | tail -n 1
-  "$tally" bench writes --writers 100 --seconds 8 --store "$(fresh_database)" | tail -n 1
-  "$tally" bench writes --writers 100 --seconds 8 --store "$(fresh_database)" --hubs 3 | tail -n 1
+  "$tally" bench writes --writers 100 --seconds 8 --store "$(fresh_database "one_$run")" | tail -n 1
+  "$tally" bench writes --writers 100 --seconds 8 --store "$(fresh_database "three_$run")" --hubs 3 | tail -n 1
 done
 
 echo "== 2. delivery on the writing hub and across hubs"
-"$tally" bench cross-hub --store "$(fresh_database)" --subscribers 100 --seconds 12 --rounds 3
+"$tally" bench cross-hub --store "$(fresh_database cross)" --subscribers 100 --seconds 12 --rounds 3
 
 if [ "$skip_base" = 0 ]; then
   echo "== 3. single-hub SQLite figures: $base, then this build, in turn"
