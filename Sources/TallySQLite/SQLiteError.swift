@@ -51,6 +51,9 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable, Equatable {
     }
 
     public var description: String {
+        // A store's server that could not be reached (PostgreSQL, marked
+        // ENOTCONN): the message says it all, SQLite's I/O code would mislead.
+        if systemErrno == ENOTCONN { return "\(operation): \(message)" }
         let meaning = sqlite3_errstr(code).map { String(cString: $0) } ?? "unknown"
         let system = systemErrno == 0 ? "" : ", errno \(systemErrno)"
         return "\(operation): \(message) (SQLite code \(code): \(meaning)\(system))"

@@ -165,8 +165,14 @@ extension HubCore {
         // One row past the page says whether more follow.
         var stored: [StoredRecord]
         do { stored = try cache.reader.records(prefix: prefix, after: after, limit: limit + 1) } catch { throw .storage(error) }
-        if let readsAhead = cache.readsAhead, let newest = stored.lazy.map(\.seq).max(), readsAhead(newest) {
-            // Caught up with another hub's commit: read the page again.
+        // Caught up with another hub's commit: read the page again, until it
+        // holds nothing newer than what this hub has applied (another hub
+        // may commit between the catch-up and the read). A few times at
+        // most: under a stream of commits the page is taken as it is then.
+        var rereads = 0
+        while rereads < Self.maxRereads, let readsAhead = cache.readsAhead,
+              let newest = stored.lazy.map(\.seq).max(), readsAhead(newest) {
+            rereads += 1
             do { stored = try cache.reader.records(prefix: prefix, after: after, limit: limit + 1) } catch { throw .storage(error) }
         }
         let storedMore = stored.count > limit

@@ -38,6 +38,9 @@ import TallyStore
 extension HubCore {
     /// Most changes read from the store at once while catching up.
     static let catchUpPage = 1_000
+    /// Most times a read that found another hub's newer commit catches up
+    /// and reads again (`StateCache.readsAhead`, `records(prefix:)`).
+    static let maxRereads = 8
 
     /// Starts the store's watch of the global head; each new head reaches
     /// the core as `.headAdvanced`.
@@ -163,17 +166,21 @@ extension HubCore {
     /// the extension's comment).
     func headMoved(_ error: StoreError) {
         metrics.headMoves.add(1, ordering: .relaxed)
-        let inputs = rerunnable.map(\.input)
+        // A system write's `done` ran when it was first accepted: once is enough.
+        let inputs = rerunnable.map { kept -> Input in
+            guard case .system(let writes, let atomic, let actor, _) = kept.input else { return kept.input }
+            return .system(writes, atomic: atomic, actor, { _ in })
+        }
         rerunnable.removeAll()
         rollBackToCommitted(answering: nil)
         do {
-            try catchUp()
+            try catchUp(afterHeadMoved: true)
         } catch {
             // The store cannot be read: the writes cannot be checked against
             // what it holds, so they are refused as a failed commit's are.
             store.resumeAfterFailure()
             shared?.releaseHeldHead()
-            logger.error("store.catch_up_failed", ["error": error.message, "committed_seq": String(committedSeq)])
+            logCatchUpFailure(error)
             for input in inputs { refuse(input, error) }
             return
         }
@@ -219,13 +226,22 @@ extension HubCore {
         do {
             try catchUp()
         } catch {
-            logger.warning("store.catch_up_failed", ["error": error.message, "committed_seq": String(committedSeq)])
+            logCatchUpFailure(error)
         }
+    }
+
+    /// One line every 10 s at most, saying how many were not logged.
+    private func logCatchUpFailure(_ error: ProtocolError) {
+        guard let suppressed = catchUpFailureLog.admit(now: configuration.clock()) else { return }
+        logger.warning("store.catch_up_failed", ["error": error.message, "committed_seq": String(committedSeq),
+                                                 "failures_not_logged": String(suppressed)])
     }
 
     /// Applies every change committed after `committedSeq` by other hubs,
     /// in seq order, page by page. Only while nothing is in flight here.
-    func catchUp() throws(ProtocolError) {
+    /// `afterHeadMoved`: the store said another head than this hub's, so
+    /// finding no change after it means the store went back.
+    func catchUp(afterHeadMoved: Bool = false) throws(ProtocolError) {
         // Never with writes in flight: they were numbered after committedSeq.
         guard let reader = sharedReader, headSeq == committedSeq else { return }
         while true {
@@ -233,16 +249,37 @@ extension HubCore {
             do { page = try reader.changesWithPriors(after: committedSeq, limit: Self.catchUpPage) } catch {
                 throw .storage(error)
             }
-            guard let first = page.first else { break }
+            guard let first = page.first else {
+                // Told of a head further on, and no change after ours: the
+                // store lost changes this hub applied and went on past them.
+                if afterHeadMoved || knownHead > committedSeq { try startOverIfTheStoreWentBack(reader) }
+                break
+            }
             if first.seq != committedSeq + 1 {
                 // Retention pruned what this hub missed: it cannot tell what
                 // changed, so every client starts over from a snapshot.
-                try startOver(at: first.seq - 1)
+                try startOver(at: first.seq - 1, because: "the store's log no longer holds what this hub missed")
             }
             for stored in page { try apply(stored) }
             if page.count < Self.catchUpPage { break }
         }
         knownHead = max(knownHead, committedSeq)
+    }
+
+    /// The store's log floor past this hub's head: the database lost
+    /// commits (restored from a backup, a standby promoted that missed the
+    /// last ones), and a hub's writer, finding the head behind its own,
+    /// moved head and floor 2^32 on (`PostgresWriter.moveOnFromLostHead`),
+    /// as a restore of a hub's own store does (ARCHITECTURE.md, "The
+    /// sequence after a restore"). The hub starts over at the store's head;
+    /// every client resnapshots. A head merely behind this hub's waits for
+    /// that move: starting over there would hand out seqs clients have seen.
+    private func startOverIfTheStoreWentBack(_ reader: any SharedStoreReading) throws(ProtocolError) {
+        let bounds: (head: Int64, floor: Int64)
+        do { bounds = try reader.sequenceBounds() } catch { throw .storage(error) }
+        guard bounds.floor > committedSeq else { return }
+        try startOver(at: bounds.head, because: "the store's head went back (a restore, or a standby promoted) and on")
+        knownHead = bounds.head
     }
 
     /// One change another hub committed: into the cache and the stats,
@@ -305,8 +342,9 @@ extension HubCore {
     /// was away longer than retention keeps): forget every cached state and
     /// stat, and close every connection with 1013 so that its client
     /// resumes — from a snapshot, its seq being below the floor.
-    private func startOver(at seq: Int64) throws(ProtocolError) {
-        logger.warning("store.catch_up_gap", ["committed_seq": String(committedSeq), "next_retained": String(seq + 1)])
+    private func startOver(at seq: Int64, because reason: String) throws(ProtocolError) {
+        logger.warning("store.start_over", ["committed_seq": String(committedSeq), "store_seq": String(seq),
+                                            "reason": reason])
         cache.dropAll()
         workflowStats = [:]
         statsUndo.removeAll()

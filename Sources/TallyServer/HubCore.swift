@@ -133,6 +133,9 @@ public final class HubCore: @unchecked Sendable {
     let logger: Logger
     /// Refusals (tokens, rules, origins) are logged a few a second at most.
     let refusalLog = LogRateLimit()
+    /// Catch-ups that failed (the shared store cannot be read): a line every
+    /// 10 s at most, however many clients retry meanwhile.
+    let catchUpFailureLog = LogRateLimit(burst: 1, intervalMillis: 10_000)
 
     // Core thread only, from here on.
     let engine: Engine

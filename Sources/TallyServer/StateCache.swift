@@ -82,10 +82,10 @@ final class StateCache: EngineState {
     }
 
     func list(_ name: String) throws(ProtocolError) -> ListState? {
-        try list(name, catchingUp: true)
+        try list(name, rereads: HubCore.maxRereads)
     }
 
-    private func list(_ name: String, catchingUp: Bool) throws(ProtocolError) -> ListState? {
+    private func list(_ name: String, rereads: Int) throws(ProtocolError) -> ListState? {
         let key = ByteKey(name)
         if let entry = lists[key] { return entry.state }
         let stored: StoredList?
@@ -99,8 +99,9 @@ final class StateCache: EngineState {
         }
         if let stored {
             newestLoadedSeq = max(newestLoadedSeq, stored.seq)
-            // Caught up, the list's row is read again: once, taking what it is then.
-            if catchingUp, let readsAhead, readsAhead(stored.seq) { return try list(name, catchingUp: false) }
+            // Caught up, the list's row is read again (another hub may have
+            // committed meanwhile: a few times, then taken as it is).
+            if rereads > 0, let readsAhead, readsAhead(stored.seq) { return try list(name, rereads: rereads - 1) }
         }
         let state = stored.map { ListState(stored: $0, lastKey: lastKey) }
         put(key, Entry(state: state, pinnedSeq: 0, bytes: Self.footprint(key, state)))

@@ -17,13 +17,17 @@ import TallyPostgres
 /// tried again every `HeadReading.intervalMillis`.
 final class PostgresHeadWatcher: Sendable {
     private let url: String
+    /// The head of this hub's own last commit: a notification at or below
+    /// it is this hub's own group (or one it followed), no news.
+    private let ownCommits: LockedValueBox<Int64>
     private let waker: PostgresWaker
     private let stopping = LockedValueBox(false)
     private let thread = LockedValueBox<pthread_t?>(nil)
     let latest = LockedValueBox<HeadReading?>(nil)
 
-    init(url: String) throws(StoreError) {
+    init(url: String, ownCommits: LockedValueBox<Int64>) throws(StoreError) {
         self.url = url
+        self.ownCommits = ownCommits
         do throws(PostgresError) {
             waker = try PostgresWaker()
         } catch {
@@ -89,6 +93,9 @@ final class PostgresHeadWatcher: Sendable {
                     let announced = received.compactMap { Int64($0.payload) }.max() ?? head
                     guard announced > head else { continue }
                     head = announced
+                    // The hub's own commits: told already, by its writer
+                    // (one wake-up of its core per commit saved).
+                    guard announced > ownCommits.withLock({ $0 }) else { continue }
                     let previous = latest.withLock { $0 }
                     report(HeadReading(head: head, roundTripMicros: previous?.roundTripMicros ?? 0, error: nil,
                                        atMillis: PostgresConnection.monotonicMillis()))

@@ -53,10 +53,12 @@ public final class PostgresStore: SharedStore {
         try PostgresSchema.migrate(connection)
         let diagnostics = LockedValueBox(StoreDiagnostics())
         self.diagnostics = diagnostics
+        let committedHead = LockedValueBox<Int64>(0)
         let writer = try PostgresWriter(connection: connection, diagnostics: diagnostics, retention: retention,
-                                        clock: clock, hooks: hooks)
+                                        clock: clock, hooks: hooks,
+                                        committedHead: committedHead)
         committer = GroupCommitter(backend: writer, lending: hooks.lending ?? .standard)
-        watcher = try PostgresHeadWatcher(url: url)
+        watcher = try PostgresHeadWatcher(url: url, ownCommits: committedHead)
     }
 
     deinit {

@@ -7,6 +7,13 @@ extension PostgresWriter {
             SELECT h.seq, m.floor_seq, m.change_count, m.change_bytes FROM tally_head h, tally_meta m
             """)
         static let readHead = PostgresStatement("read head", "SELECT seq FROM tally_head")
+        // A head behind the hubs' (PostgresWriter.moveOnFromLostHead).
+        static let jumpHead = PostgresStatement("move on from a lost head", """
+            WITH head AS (UPDATE tally_head SET seq = $1 WHERE seq = $2 RETURNING seq),
+            floor AS (UPDATE tally_meta SET floor_seq = $1 WHERE EXISTS (SELECT 1 FROM head)),
+            notified AS (SELECT pg_notify($3, $1::text) WHERE EXISTS (SELECT 1 FROM head))
+            SELECT (SELECT 1 / count(*) FROM head), (SELECT count(*) FROM notified)
+            """, parameters: [.int8, .int8, .text])
         // The head row locked at the start of a group, so that a group
         // built on a head another hub has moved fails before any of its
         // statements run, and groups of several hubs wait for each other

@@ -71,10 +71,16 @@ final class PostgresWriter: CommitBackend {
         var lastChange: StoredChange?
     }
 
+    /// The head of this writer's last commit, for the head watcher: the
+    /// notifications of its own groups are no news to the hub.
+    let committedHead: LockedValueBox<Int64>
+
     init(connection: PostgresConnection, diagnostics: LockedValueBox<StoreDiagnostics>,
-         retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks) throws(StoreError) {
+         retention: StoreRetention, clock: StoreClock, hooks: StoreTestHooks,
+         committedHead: LockedValueBox<Int64>) throws(StoreError) {
         self.connection = connection
         self.diagnostics = diagnostics
+        self.committedHead = committedHead
         self.hooks = hooks
         listWrites = PostgresListWrites(blockSize: hooks.listBlockSize ?? SQLiteListWrites.defaultBlockSize)
         policy = RetentionPolicy(retention: retention, clock: clock)
@@ -152,6 +158,35 @@ final class PostgresWriter: CommitBackend {
         case failed(StoreError)
     }
 
+    /// A head behind the one the group follows: the database lost commits
+    /// this hub had made or applied (restored from a backup, or a standby
+    /// promoted that had not received them), and clients may hold seqs up
+    /// to `expected` that the store will hand out again. As a restore of a
+    /// hub's own store does, the head (and the log's floor, so that every
+    /// resume resnapshots) moves 2^32 past `expected`, with the lock still
+    /// held, so that no seq a client saw is used again; the group fails as
+    /// a head moved, and the hub starts over at the new head.
+    private func moveOnFromLostHead(found: Int64, expected: Int64) -> StoreError {
+        let jumped = expected + Self.lostHeadJump
+        do throws(PostgresError) {
+            let results = try connection.pipeline([
+                .statement(Statements.jumpHead, [.int8(jumped), .int8(found), .text(Self.channel)]),
+                .command("COMMIT"),
+            ])
+            guard results[1].commandStatus == "COMMIT" else { throw PostgresError.usage("rolled back", operation: "commit") }
+            meta.head = jumped
+            meta.floor = jumped
+            return .headMoved(found: jumped, expected: expected)
+        } catch {
+            rollBack()
+            return StoreError(error)
+        }
+    }
+
+    /// How far a lost head moves on: as `SQLiteBackup`'s restore, more than
+    /// a hub writes between backups and far below 2^53.
+    static let lostHeadJump: Int64 = 1 << 32
+
     /// After a lost connection: reconnect, and find out whether a group
     /// whose COMMIT was sent committed. Its last change in the log, byte for
     /// byte, says so even when other hubs have committed since; a group
@@ -208,10 +243,9 @@ final class PostgresWriter: CommitBackend {
                 guard found == base.head else {
                     if found > base.head {
                         heldHead = found
-                    } else {
-                        rollBack()
+                        return .failed(unitIndex: nil, .headMoved(found: found, expected: base.head))
                     }
-                    return .failed(unitIndex: nil, .headMoved(found: found, expected: base.head))
+                    return .failed(unitIndex: nil, moveOnFromLostHead(found: found, expected: base.head))
                 }
             } catch {
                 rollBack()
@@ -239,6 +273,8 @@ final class PostgresWriter: CommitBackend {
             return .failed(unitIndex: nil, error)
         }
         meta = next
+        let head = meta.head
+        committedHead.withLock { $0 = max($0, head) }
         return .committed(lastSeq: meta.head)
     }
 

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Testing
 import TallyNet
+import TallyPostgres
 import TallyProtocol
 @testable import TallyServer
 import TallyStore
@@ -297,6 +298,52 @@ struct SharedStoreHubTests {
         #expect(next["seq"] == .number(JSONNumber((first["seq"]?.numberValue?.int64Value ?? 0) + 1)))
         let changes = try hub.storeReader().changes(after: 0, limit: 10).map(\.name)
         #expect(changes == ["kept", "after"])
+    }
+
+    /// The database loses its last commits (restored from a backup, or a
+    /// standby promoted that had not received them): the next write moves
+    /// the head 2^32 on, both hubs start over there and close their
+    /// connections, no seq a client saw is handed out again, and a resume
+    /// from such a seq resnapshots. Nothing spins meanwhile.
+    @Test func hubsMoveOnWhenTheStoreLosesItsLastCommits() throws {
+        let url = try PostgresCluster.shared().createDatabase("lost")
+        let a = try HubFixture(store: try PostgresStore(url: url))
+        defer { a.close() }
+        let b = try HubFixture(store: try PostgresStore(url: url))
+        defer { b.close() }
+        let writer = try a.connect()
+        for n in 1...3 { try writer.ok(#"{"op":"set","name":"doc","data":{"n":\#(n)}}"#) }
+        let watcher = try b.connect()
+        let subscribed = try watcher.ok(#"{"op":"subscribe","name":"doc"}"#)
+        #expect(subscribed["seq"] == 3)
+        // The store goes back to seq 1, as a promoted standby would.
+        let admin = try PostgresConnection(url: url)
+        try admin.execute(script: """
+            DELETE FROM tally_changes WHERE seq > 1; UPDATE tally_head SET seq = 1;
+            UPDATE tally_records SET version = 1, seq = 1, data = convert_to('{"n":1}', 'UTF8')
+            """)
+
+        // The next write meets the head behind: the hubs start over and
+        // close every connection so that clients resume.
+        writer.send(#"{"op":"set","name":"doc","data":{"n":4},"idem":"after-loss","id":"w"}"#)
+        var closed = false
+        do { _ = try writer.next() } catch { closed = true }
+        if !closed { _ = try? writer.next() }
+        let again = try a.connect()
+        let written = try again.ok(#"{"op":"set","name":"doc","data":{"n":4},"idem":"after-loss"}"#)
+        let seq = try #require(written["seq"]?.numberValue?.int64Value)
+        #expect(seq > 1 << 32, "\(written.text)")
+        // The other hub went on too: its writes follow, a resume from a seq
+        // the store lost resnapshots.
+        let onB = try b.connect()
+        let next = try onB.ok(#"{"op":"set","name":"doc","data":{"n":5}}"#)
+        #expect(next["seq"]?.numberValue?.int64Value == seq + 1)
+        let resumed = try onB.ok(#"{"op":"subscribe","name":"doc","since":3}"#)
+        #expect(resumed["resnapshot"] == true, "\(resumed.text)")
+        #expect(resumed["record"]?.objectValue?["data"] == ["n": 5])
+        let metrics = String(decoding: try a.http("GET", "/metrics").body, as: UTF8.self)
+        let moves = metrics.split(separator: "\n").first { $0.hasPrefix("tally_store_head_moves_total ") }
+        #expect((moves.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 99) < 10, "\(moves ?? "no metric")")
     }
 
     @Test func aLiveQueryOnTheOtherHubSeesRecordsEnterAndLeave() throws {
