@@ -14,6 +14,10 @@ checks that what follows continues its sequence without a gap or a
 duplicate. A write refused with `unavailable` (the hub cannot reach
 PostgreSQL) is sent again after a short pause, with the same key.
 
+`RestFailoverWriter` does the same over REST: every PUT carries an
+`Idempotency-Key`, and a PUT whose connection fails (refused, or cut
+before the answer came) is sent again with the same key to the next hub.
+
 `Load` runs such writers and subscribers on a prefix until stopped and then
 checks that every acknowledged write is in the change log exactly once and
 that every subscriber saw the log; `head_of`, `wait_for_head` and
@@ -22,6 +26,7 @@ that every subscriber saw the log; `head_of`, `wait_for_head` and
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
 import subprocess
@@ -282,6 +287,72 @@ class FailoverWriter(FailoverClient):
             if code == "shutting_down":
                 self._lost(AssertionError(code), deadline)
             time.sleep(RETRY_PAUSE)
+
+@dataclass
+class RestAck:
+    """A REST write a hub acknowledged: the record, the key it carried, the
+    seq it was given, the hub that answered and how many tries it took
+    (more than one: a hub was lost with the write in flight, or said 503)."""
+
+    name: str
+    data: dict
+    key: str
+    seq: int
+    hub: int
+    attempts: int
+
+
+# What a lost hub does to an HTTP request: refused, reset, or the answer
+# cut short (http.client's RemoteDisconnected is an OSError too).
+REST_LOST = (OSError, http.client.HTTPException)
+
+
+class RestFailoverWriter:
+    """Creates records with `PUT /v1/records/{name}` through one hub of
+    ``hubs`` at a time (``at``, moved on by one whenever a connection
+    fails), each write with an `Idempotency-Key` it keeps until the write
+    is acknowledged: a write lost with its hub may have landed, and the
+    next hub answers its key with the first reply instead of applying it
+    again. A 503 (the hub cannot reach PostgreSQL) is tried again on the
+    same hub after a pause."""
+
+    def __init__(self, hubs: list, start: int, name: str, *, timeout: float = 5.0):
+        self.hubs = hubs
+        self.at = start
+        self.name = name
+        self.timeout = timeout
+        self.acks: list[RestAck] = []
+        self.lost = 0  # connections that failed under a write
+
+    @property
+    def hub_index(self) -> int:
+        return self.at % len(self.hubs)
+
+    def put(self, name: str, data: dict, key: str, *, budget: float = 60.0) -> RestAck:
+        """Sends the PUT until a hub answers 200 or 201 (anything else but
+        503 fails the test); returns the acknowledgement."""
+        deadline = time.monotonic() + budget
+        attempts = 0
+        while True:
+            attempts += 1
+            hub = self.hub_index
+            try:
+                response = rest(self.hubs[hub], "PUT", record_path(name), data, {"Idempotency-Key": key},
+                                timeout=self.timeout)
+            except REST_LOST as error:
+                assert time.monotonic() < deadline, f"{self.name}: {name} never acknowledged: {error!r}"
+                self.lost += 1
+                self.at += 1
+                time.sleep(RETRY_PAUSE)
+                continue
+            if response.status in (200, 201):
+                ack = RestAck(name, data, key, response.json()["seq"], hub, attempts)
+                self.acks.append(ack)
+                return ack
+            assert response.status == 503 and time.monotonic() < deadline, (
+                f"{self.name}: PUT {name} answered {response.status}: {response.body[:300]!r}")
+            time.sleep(RETRY_PAUSE)
+
 
 class FailoverSubscriber(FailoverClient):
     """Follows ``target`` (`{"prefix": P}` or `{"list": L}`: the subscribe
