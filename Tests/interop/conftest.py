@@ -5,6 +5,9 @@ it with `swift build`). Servers bind 127.0.0.1 on a free port. Each server is
 stopped by the PID we started (SIGTERM, then SIGKILL after a bounded wait).
 Each server stores its data in its own temporary directory (`--data`), and
 runs with a temporary directory as its cwd, so nothing lands in the repo.
+With TALLY_TEST_PG_CLUSTER the stores are PostgreSQL databases instead, and
+with TALLY_TEST_TWO_HUBS as well each server is a pair of hubs on one
+database (see below).
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ class TallyServer:
     serve_args: list[str] = field(default_factory=list)  # what the test asked for
     data_dir: Path | None = None
     exit_code: int | None = None
+    # The second hub of a pair on one database (TALLY_TEST_TWO_HUBS): stopped
+    # with this one, and what a fault proxy in front of this one forwards to.
+    partner: "TallyServer | None" = None
 
     @property
     def pid(self) -> int:
@@ -60,14 +66,24 @@ class TallyServer:
     def ws_url(self, path: str = "/echo") -> str:
         return f"{'wss' if self.tls else 'ws'}://{self.host}:{self.port}{path}"
 
+    @property
+    def proxy_address(self) -> tuple[str, int]:
+        """Where a fault proxy put in front of this hub forwards to: the
+        second hub of a pair (faultproxy.py), else this one."""
+        hub = self.partner or self
+        return (hub.host, hub.port)
+
     def stderr(self) -> str:
         try:
-            return self.stderr_path.read_text(errors="replace")
+            text = self.stderr_path.read_text(errors="replace")
         except OSError:
-            return ""
+            text = ""
+        if self.partner:
+            text += f"\n--- the second hub of the pair ({self.partner.url()}):\n" + self.partner.stderr()[-3000:]
+        return text
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.process.poll() is None and (self.partner is None or self.partner.alive())
 
     def send_signal(self, sig: int) -> None:
         """Signals our process, by PID."""
@@ -81,7 +97,16 @@ class TallyServer:
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int:
         """Signals our process (by PID) and waits; SIGKILL if it hangs.
-        Returns the exit code (negative: killed by that signal)."""
+        Returns the exit code (negative: killed by that signal). A pair's
+        second hub gets the same signal after the first; the first nonzero
+        code of the two is returned."""
+        code = self._stop_process(sig, timeout)
+        if self.partner:
+            second = self.partner.stop(sig, timeout)
+            self.exit_code = code = code or second
+        return code
+
+    def _stop_process(self, sig: int, timeout: float) -> int:
         if self.process.poll() is None:
             os.kill(self.process.pid, sig)
             try:
@@ -121,6 +146,16 @@ def data_flag_supported() -> bool:
 # database per data directory (so a restart finds its data), instead of SQLite.
 PG_CLUSTER = os.environ.get("TALLY_TEST_PG_CLUSTER")
 
+# TALLY_TEST_TWO_HUBS=1, with TALLY_TEST_PG_CLUSTER: each of those hubs is a
+# pair, two `tally serve` on the one database. The test talks to the first
+# (its URL, its REST and WebSocket connections); a fault proxy put in front
+# of it forwards to the second (`proxy_address`), so what goes through the
+# proxy — the offline mirror's traffic in test_mirror.py — crosses hubs. The
+# pair is stopped, killed and restarted together.
+TWO_HUBS = os.environ.get("TALLY_TEST_TWO_HUBS") == "1"
+if TWO_HUBS and not PG_CLUSTER:
+    raise RuntimeError("TALLY_TEST_TWO_HUBS=1 needs TALLY_TEST_PG_CLUSTER=DIR (scripts/pg-test-cluster.sh start DIR)")
+
 
 # A test of the SQLite store itself (its file, its backups, its migrations
 # from an old file, a full disk under it): not run when hubs use PostgreSQL.
@@ -153,9 +188,67 @@ def start_tally(args: list[str], stderr_path: Path, data_dir: Path | None = None
         data_dir = data_dir or stderr_path.with_name(stderr_path.name.removesuffix(".stderr") + ".data")
         data_dir.mkdir(parents=True, exist_ok=True)
         extra = ["--data", str(data_dir)] if data_flag_supported() else []
+    store = None
     if PG_CLUSTER and "--store" not in serve_args and str(data_dir) != ":memory:":
-        extra += ["--store", pg_database_for(data_dir)]
-    argv = [str(TALLY_BIN), "serve", "--host", HOST, "--port", "0", *extra, *serve_args]
+        store = pg_database_for(data_dir)
+        extra += ["--store", store]
+    server = spawn_tally([*extra, *serve_args], stderr_path, serve_args, data_dir)
+    if TWO_HUBS and store:
+        try:
+            server.partner = spawn_tally(["--data", str(partner_data_dir(data_dir)), "--store", store,
+                                          *partner_args(serve_args)],
+                                         stderr_path.with_name(stderr_path.name + ".second"), [], None)
+        except BaseException:
+            server.kill()
+            raise
+    return server
+
+
+def settle(server: TallyServer, timeout: float = 10.0) -> None:
+    """Until ``server`` has applied every change its pair's second hub has:
+    what a client wrote through the second (a fault proxy) is then in the
+    first's reads too, as it is at once on a lone hub (a no-op there). A
+    hub's reads are as fresh as the last notification it heard
+    (docs/scale-out.md, "Reads wait for writes in flight")."""
+    if server.partner is None:
+        return
+    from synclib import rest, wait_until
+
+    def head(hub) -> int:
+        response = rest(hub, "GET", "/v1/changes?since=0&limit=1")
+        assert response.status == 200, (response.status, response.body[:300])
+        return response.json()["seq"]
+
+    target = head(server.partner)
+    wait_until(lambda: head(server) >= target, timeout, f"{server.url()} to apply the second hub's seq {target}")
+
+
+def partner_data_dir(data_dir: Path) -> Path:
+    """The second hub's data directory (only its lock: the store is the
+    database): beside the first's."""
+    directory = Path(str(data_dir) + ".second")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def partner_args(serve_args: list[str]) -> list[str]:
+    """The first hub's arguments for the second, without its port, data
+    directory, name and demo (one simulator is enough for a database)."""
+    out, skip = [], False
+    for arg in serve_args:
+        if skip:
+            skip = False
+        elif arg in ("--port", "--data", "--demo-interval", "--hub-name"):
+            skip = True
+        elif arg != "--demo":
+            out.append(arg)
+    return out
+
+
+def spawn_tally(args: list[str], stderr_path: Path, serve_args: list[str], data_dir: Path | None) -> TallyServer:
+    """`tally serve --host 127.0.0.1 --port 0 ARGS…` (a later --port wins),
+    once it printed its listening line."""
+    argv = [str(TALLY_BIN), "serve", "--host", HOST, "--port", "0", *args]
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=stderr, cwd=stderr_path.parent)

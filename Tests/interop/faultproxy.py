@@ -84,7 +84,8 @@ class ProxyStats:
 
 class FaultProxy:
     """See the module docstring. ``target`` is a TallyServer-like object
-    (``host``, ``port``) or a ``(host, port)`` tuple. The proxy itself looks
+    (``host``, ``port``; or ``proxy_address``, where a proxy in front of
+    it goes) or a ``(host, port)`` tuple. The proxy itself looks
     like a plain-HTTP TallyServer (``host``, ``port``, ``tls``, ``url()``,
     ``ws_url()``), so synclib's clients and REST helpers work through it."""
 
@@ -117,7 +118,9 @@ class FaultProxy:
     def _address(target) -> tuple[str, int]:
         if isinstance(target, tuple):
             return target
-        return (target.host, target.port)
+        # A server may say where a proxy in front of it forwards to (conftest's
+        # pair of hubs: the second one).
+        return getattr(target, "proxy_address", None) or (target.host, target.port)
 
     @property
     def target(self) -> tuple[str, int]:
