@@ -173,7 +173,11 @@ final class PostgresWriter: CommitBackend {
                 .statement(Statements.jumpHead, [.int8(jumped), .int8(found), .text(Self.channel)]),
                 .command("COMMIT"),
             ])
-            guard results[1].commandStatus == "COMMIT" else { throw PostgresError.usage("rolled back", operation: "commit") }
+            guard results[1].commandStatus == "COMMIT" else {
+                throw PostgresError(kind: .server, sqlState: "25P02",
+                                    message: "the server rolled the transaction back (\(results[1].commandStatus))",
+                                    operation: "commit")
+            }
             meta.head = jumped
             meta.floor = jumped
             return .headMoved(found: jumped, expected: expected)
