@@ -41,7 +41,7 @@ extension HubCore {
         writer.string("store", "postgres")
         writer.bool("storeReachable", reachable)
         writer.int("storeRoundTripMicros", reading?.roundTripMicros ?? 0)
-        writer.int("storeHead", Int64(metrics.storeHead.load(ordering: .relaxed)))
+        writer.int("storeHead", Int64(metrics.globalHead))
         writer.int("storeLag", Int64(metrics.storeLag))
         if !reachable {
             writer.string("error", reading?.error ?? "no reading of the store for \(Self.staleReadingMillis / 1000) s")

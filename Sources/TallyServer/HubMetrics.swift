@@ -67,9 +67,15 @@ final class HubMetrics: Sendable {
         }
     }
 
+    /// The global head as far as this hub knows: the store's last reading,
+    /// or its own commits since (the watch does not report those).
+    var globalHead: Int {
+        max(storeHead.load(ordering: .relaxed), committedSeq.load(ordering: .relaxed))
+    }
+
     /// How far this hub's applied changes are behind the global head.
     var storeLag: Int {
-        max(0, storeHead.load(ordering: .relaxed) - committedSeq.load(ordering: .relaxed))
+        globalHead - committedSeq.load(ordering: .relaxed)
     }
 
     /// Commit latency histogram, seconds (Prometheus `le` buckets).
@@ -132,7 +138,7 @@ final class HubMetrics: Sendable {
             text += "# HELP tally_store_round_trip_seconds The last timed read of the shared store's head, a round trip.\n"
             text += "# TYPE tally_store_round_trip_seconds gauge\n"
             text += "tally_store_round_trip_seconds \(Double(value(storeRoundTripMicros)) / 1e6)\n"
-            metric("tally_store_head_seq", "gauge", "The global head: the highest seq any hub committed.", value(storeHead))
+            metric("tally_store_head_seq", "gauge", "The global head: the highest seq any hub committed.", globalHead)
             metric("tally_store_lag", "gauge", "Changes of other hubs this hub has not applied yet (global head minus committed seq).",
                    storeLag)
             metric("tally_store_head_moves_total", "counter",
