@@ -5,7 +5,9 @@ Selenium.
 Hubs come from the interop suite's fixtures (Tests/interop/conftest.py,
 loaded under another module name so both suites can run): 127.0.0.1 only,
 port 0 unless a test asks for a port, data in a temporary directory, stopped
-by PID. Every hub here runs with `--web <repo>/Clients`.
+by PID. Every hub here runs with `--web <repo>/Clients`. Hubs that share a
+PostgreSQL database take `--store` with the interop suite's `pg_database`
+(a fresh database of a private server, `pg_server`).
 
 Browsers: one chromedriver (and its Chromium) per `browser()` call, with its
 own profile directory under tmp_path; each is quit at teardown, and the
@@ -51,6 +53,10 @@ interop = importlib.util.module_from_spec(_spec)
 sys.modules["tally_interop_conftest"] = interop
 _spec.loader.exec_module(interop)
 TALLY_BIN = interop.TALLY_BIN
+# A private PostgreSQL server per module and a fresh database per test, for
+# hubs that share one (the interop suite's fixtures, clusterlib.PgServer).
+pg_server = interop.pg_server
+pg_database = interop.pg_database
 
 
 class Hubs(interop.TallyFactory):
