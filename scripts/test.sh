@@ -31,6 +31,18 @@ fi
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -r Tests/interop/requirements.txt
 TALLY_BIN="$PWD/.build/debug/tally" "$venv/bin/python" -m pytest Tests/interop -q -p no:cacheprovider
 
+echo "== the offline mirror suite on two hubs of one PostgreSQL database"
+# Every hub those tests start is a pair on a fresh database of a private
+# server; the fault proxies forward to the second hub while the tests talk
+# to the first, so the mirror's writes cross hubs (Tests/interop/README.md).
+pg_dir=$(mktemp -d /tmp/tally-pg-two-hubs.XXXXXX)
+trap 'scripts/pg-test-cluster.sh stop "$pg_dir" >/dev/null 2>&1 || true' EXIT
+scripts/pg-test-cluster.sh start "$pg_dir" >/dev/null
+TALLY_TEST_PG_CLUSTER="$pg_dir" TALLY_TEST_TWO_HUBS=1 TALLY_BIN="$PWD/.build/debug/tally" \
+  "$venv/bin/python" -m pytest Tests/interop/test_mirror.py Tests/interop/test_mirror_cli.py -q -p no:cacheprovider
+scripts/pg-test-cluster.sh stop "$pg_dir"
+trap - EXIT
+
 echo "== browser suite: the dashboard and the JS client in headless Chromium"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -r Tests/browser/requirements.txt
 TALLY_BIN="$PWD/.build/debug/tally" "$venv/bin/python" -m pytest Tests/browser -q -p no:cacheprovider
