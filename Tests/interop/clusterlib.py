@@ -316,12 +316,13 @@ class RestFailoverWriter:
     again. A 503 (the hub cannot reach PostgreSQL) is tried again on the
     same hub after a pause."""
 
-    def __init__(self, hubs: list, start: int, name: str, *, timeout: float = 5.0):
+    def __init__(self, hubs: list, start: int, name: str, *, timeout: float = 10.0):
         self.hubs = hubs
         self.at = start
         self.name = name
         self.timeout = timeout
         self.acks: list[RestAck] = []
+        self.refusals: list[tuple[int, str | None, str]] = []  # (status, Retry-After, code) of each 503
         self.lost = 0  # connections that failed under a write
 
     @property
@@ -351,6 +352,7 @@ class RestFailoverWriter:
                 return ack
             assert response.status == 503 and time.monotonic() < deadline, (
                 f"{self.name}: PUT {name} answered {response.status}: {response.body[:300]!r}")
+            self.refusals.append((response.status, response.header("Retry-After"), response.error_code()))
             time.sleep(RETRY_PAUSE)
 
 
@@ -522,7 +524,9 @@ class Load:
     """Writers and subscribers on a prefix, through failover clients, until
     stopped. Each write is one change: a set at a path of the writer's own
     record (a new path each time) or an increment of its member of a
-    counter record, so the log shows whether it landed once."""
+    counter record, so the log shows whether it landed once; a REST
+    writer's creates a record of its own (`<prefix>rest<r>-<k>`). A test
+    may add writers of its own (``add_writer``)."""
 
     def __init__(self, hubs, prefix: str, writers_on: list[int], subscribers_on: list[int], rest_on: list[int] = ()):
         self.hubs = hubs
@@ -530,17 +534,32 @@ class Load:
         self.counter = f"{prefix}counter"
         self.writers = [FailoverWriter(hubs, h, f"{prefix}w{i}") for i, h in enumerate(writers_on)]
         self.subscribers = [FailoverSubscriber(hubs, h, f"{prefix}s{i}", {"prefix": prefix}) for i, h in enumerate(subscribers_on)]
-        self.rest_on = list(rest_on)
-        self.rest_acks: list[list[tuple[str, int]]] = [[] for _ in self.rest_on]  # (name, seq)
-        self.rest_refusals: list[list[tuple[int, str | None, str]]] = [[] for _ in self.rest_on]
+        self.rest_writers = [RestFailoverWriter(hubs, h, f"rest{r}") for r, h in enumerate(rest_on)]
+        self.own_writers: list = []
         self.extra: list[tuple[str, int]] = []  # (name, seq) of writes the test made itself
         self.stop = threading.Event()
         self.head: int | None = None
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
 
+    @property
+    def rest_acks(self) -> list[list[tuple[str, int]]]:
+        """(name, seq) of each REST writer's acknowledged writes."""
+        return [[(ack.name, ack.seq) for ack in writer.acks] for writer in self.rest_writers]
+
+    @property
+    def rest_refusals(self) -> list[list[tuple[int, str | None, str]]]:
+        """(status, Retry-After, code) of each REST writer's 503s."""
+        return [writer.refusals for writer in self.rest_writers]
+
     def acks(self) -> int:
-        return sum(len(w.acks) for w in self.writers) + sum(len(r) for r in self.rest_acks)
+        return sum(len(w.acks) for w in self.writers) + sum(len(w.acks) for w in self.rest_writers)
+
+    def add_writer(self, write) -> None:
+        """A writer of the test's own, started with the others (call before
+        ``start``): ``write()`` is called again and again until the load
+        stops."""
+        self.own_writers.append(write)
 
     def _guard(self, body):
         def run():
@@ -561,27 +580,22 @@ class Load:
             k += 1
         writer.close()
 
-    def _rest_write(self, r: int) -> None:
-        hub = self.hubs[self.rest_on[r]]
+    def _rest_write(self, writer: RestFailoverWriter) -> None:
         k = 0
         while not self.stop.is_set():
-            name = f"{self.prefix}rest{r}-{k}"
-            headers = {"Idempotency-Key": f"{name}-key"}
-            deadline = time.monotonic() + 60
-            while True:
-                response = rest(hub, "PUT", record_path(name), {"k": k}, headers)
-                if response.status == 201:
-                    self.rest_acks[r].append((name, response.json()["seq"]))
-                    break
-                assert response.status == 503 and time.monotonic() < deadline, (response.status, response.body)
-                self.rest_refusals[r].append((response.status, response.header("Retry-After"), response.error_code()))
-                time.sleep(0.1)
+            name = f"{self.prefix}{writer.name}-{k}"
+            writer.put(name, {"k": k}, f"{name}-key")
             k += 1
+
+    def _own_write(self, write) -> None:
+        while not self.stop.is_set():
+            write()
 
     def start(self) -> None:
         subscribe_all(self.subscribers)
         targets = [lambda w=w: self._write(w) for w in self.writers]
-        targets += [lambda r=r: self._rest_write(r) for r in range(len(self.rest_on))]
+        targets += [lambda w=w: self._rest_write(w) for w in self.rest_writers]
+        targets += [lambda w=w: self._own_write(w) for w in self.own_writers]
         self._run(targets)
         self._run([lambda s=s: s.follow(lambda: self.head, time.monotonic() + 120) for s in self.subscribers])
 
@@ -620,7 +634,7 @@ class Load:
         """Stops the writers (each ends with its write acknowledged), then
         lets the subscribers reach the head every live hub agrees on."""
         self.stop.set()
-        writers = len(self.writers) + len(self.rest_on)
+        writers = len(self.writers) + len(self.rest_writers) + len(self.own_writers)
         for thread in self.threads[:writers]:
             thread.join(timeout)
         assert not any(t.is_alive() for t in self.threads[:writers]), "a writer did not finish"
@@ -646,6 +660,7 @@ class Load:
     def stats(self) -> str:
         """What the clients went through, for failure messages."""
         writers = [(w.name, len(w.acks), w.reconnects, w.retried) for w in self.writers]
+        writers += [(w.name, len(w.acks), w.lost, len(w.refusals)) for w in self.rest_writers]
         subscribers = [(s.name, s.seq, s.resumes, s.retried) for s in self.subscribers]
         return f"writers (acks, reconnects, retried): {writers}; subscribers (seq, resumes, retried): {subscribers}"
 

@@ -410,6 +410,23 @@ def hub_cluster(pg_server, pg_database, tally_factory):
 
 
 @pytest.fixture
+def load_factory():
+    """Makes clusterlib.Loads (its arguments); closes them at teardown, even
+    when the test failed."""
+    from clusterlib import Load
+    made: list[Load] = []
+
+    def make(*args, **kwargs) -> Load:
+        load = Load(*args, **kwargs)
+        made.append(load)
+        return load
+
+    yield make
+    for load in made:
+        load.close()
+
+
+@pytest.fixture
 def sync_client(request):
     """Opens synclib.SyncClient connections (``sync_client(server, **options)``)
     that are closed at teardown, even when the test fails."""

@@ -27,7 +27,7 @@ import uuid
 
 import pytest
 
-from clusterlib import (Connection, FailoverSubscriber, FailoverWriter, Load, acked_changes, changes_after,
+from clusterlib import (Connection, FailoverSubscriber, FailoverWriter, acked_changes, changes_after,
                         follow_all, head_of, health, subscribe_all, wait_for_head)
 from conftest import REPO, TALLY_BIN
 from synclib import LongRunning, apply_push, cli_env, metric, record_path, rest, run_threads, wait_until
@@ -443,21 +443,6 @@ def test_list_entries_added_on_three_hubs_reach_every_list_subscriber(hub_cluste
 
 # --------------------------------------------------------------------------
 # Faults: a hub killed, PostgreSQL away, sessions terminated
-
-
-@pytest.fixture
-def load_factory():
-    """Makes Loads; closes them at teardown, even when the test failed."""
-    made: list[Load] = []
-
-    def make(*args, **kwargs) -> Load:
-        load = Load(*args, **kwargs)
-        made.append(load)
-        return load
-
-    yield make
-    for load in made:
-        load.close()
 
 
 def test_a_hub_killed_under_load_loses_nothing_and_its_clients_resume_elsewhere(hub_cluster, load_factory,

@@ -18,18 +18,18 @@ a,b,c` are connected to.
   while it ran — before the kill, in flight at it, and after it — each
   land on the hub once, in order.
 
-The hubs and PostgreSQL come from the `hub_cluster` fixture (conftest.py,
-clusterlib.py); the mirror's process and checks from test_mirror.py. Every
+The hubs and PostgreSQL come from the `hub_cluster` fixture (conftest.py),
+the writers from clusterlib.Load, the mirror's process and checks from
+test_mirror.py. Every
 process is ours and stopped by PID; every wait is bounded; 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
 import socket
-import threading
 import time
 
-from clusterlib import RestFailoverWriter, changes_after, head_of, wait_for_head
+from clusterlib import RestFailoverWriter, changes_after, head_of
 from synclib import LongRunning, cli_env, rest, wait_until
 from test_mirror import Mirror, OfflineWrites, converge
 
@@ -57,74 +57,16 @@ def records_under(hub, prefix: str, limit: int) -> list[dict]:
     return response.json()["records"]
 
 
-class WriteLoad:
-    """REST writers creating `fo/w<r>-<k>` and one `tally mirror set` loop
-    creating `fo/m/<i>` through the mirror's outbox, until stopped."""
-
-    def __init__(self, hubs, mirror: Mirror):
-        self.writers = [RestFailoverWriter(hubs, hub, f"w{r}") for r, hub in enumerate(WRITERS_ON)]
-        self.mirror_writes = OfflineWrites(mirror, f"{PREFIX}m/")
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
-        self.threads = [threading.Thread(target=self._guard(lambda w=w: self._write(w)), daemon=True)
-                        for w in self.writers]
-        self.threads.append(threading.Thread(target=self._guard(self._mirror_write), daemon=True))
-
-    def _guard(self, body):
-        def run():
-            try:
-                body()
-            except BaseException as error:  # noqa: BLE001 - raised again by check_errors()
-                self.errors.append(error)
-                self.stop.set()
-        return run
-
-    def _write(self, writer: RestFailoverWriter) -> None:
-        k = 0
-        while not self.stop.is_set():
-            name = f"{PREFIX}{writer.name}-{k}"
-            writer.put(name, {"writer": writer.name, "k": k}, f"{name}-key")
-            k += 1
-
-    def _mirror_write(self) -> None:
-        i = 0
-        while not self.stop.is_set():
-            self.mirror_writes.set(f"{PREFIX}m/{i}", {"i": i})
-            i += 1
-
-    def start(self) -> None:
-        for thread in self.threads:
-            thread.start()
-
-    def acks(self) -> int:
-        return sum(len(w.acks) for w in self.writers)
-
-    def wait_for_acks(self, more: int) -> None:
-        target = self.acks() + more
-        wait_until(lambda: self.acks() >= target or self.errors, 30,
-                   lambda: f"{target} acknowledged REST writes (have {self.acks()})")
-        self.check_errors()
-
-    def check_errors(self) -> None:
-        if self.errors:
-            raise self.errors[0]
-
-    def finish(self) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(60)
-        assert not any(t.is_alive() for t in self.threads), "a writer did not finish"
-        self.check_errors()
-
-
-def test_kill_9_of_a_hub_moves_watch_and_mirror_and_loses_no_write(hub_cluster, tmp_path):
+def test_kill_9_of_a_hub_moves_watch_and_mirror_and_loses_no_write(hub_cluster, load_factory, tmp_path):
     hubs = hub_cluster(3).hubs
     victim, survivors = hubs[1], [hubs[0], hubs[2]]
     listed = ",".join(hub.ws_url("") for hub in [victim, *survivors])
     watcher = LongRunning(["watch", PREFIX, "--json", "--server", listed], cli_env(tmp_path))
     (tmp_path / "mirror").mkdir()
     mirror = Mirror(tmp_path / "mirror", "m", listed, [PREFIX], [])
-    load = WriteLoad(hubs, mirror)
+    writes = load_factory(hubs, PREFIX, writers_on=[], subscribers_on=[], rest_on=WRITERS_ON)
+    mirrored = OfflineWrites(mirror, f"{PREFIX}m/")
+    writes.add_writer(lambda: mirrored.set(f"{PREFIX}m/{mirrored.count}", {"i": mirrored.count}))
     try:
         mirror.start()
         # Both on the hub to be killed: the first of their list.
@@ -137,21 +79,20 @@ def test_kill_9_of_a_hub_moves_watch_and_mirror_and_loses_no_write(hub_cluster, 
         # Nothing else is connected yet: the mirror's session and the watch's.
         assert sorted(row["client"] == status["client"] for row in rows) == [False, True], (status["client"], rows)
 
-        load.start()
-        load.wait_for_acks(ACKS_BEFORE)
-        wait_until(lambda: len(records_under(victim, f"{PREFIX}m/", 5)) == 5 or load.errors, WAIT,
+        writes.start()
+        writes.wait_for_acks(ACKS_BEFORE)
+        wait_until(lambda: len(records_under(victim, f"{PREFIX}m/", 5)) == 5 or writes.errors, WAIT,
                    "mirror writes to land before the kill")
-        load.check_errors()
-        before_kill = load.mirror_writes.count
+        writes.raise_errors()
+        before_kill = mirrored.count
         victim.kill()
         killed_at = time.monotonic()
         after_kill = mirror.status()
-        load.wait_for_acks(ACKS_AFTER)
-        wait_until(lambda: load.mirror_writes.count >= before_kill + 10 or load.errors, WAIT,
-                   "mirror writes after the kill")
-        load.finish()
-        print(f"REST writes {load.acks()}, mirror writes {load.mirror_writes.count} ({before_kill} before the "
-              f"kill); the mirror right after it: online={after_kill['online']}, outbox={after_kill['outbox']}")
+        writes.wait_for_acks(ACKS_AFTER)
+        wait_until(lambda: mirrored.count >= before_kill + 10 or writes.errors, WAIT, "mirror writes after the kill")
+        writes.finish(survivors)
+        print(f"REST writes {writes.acks()}, mirror writes {mirrored.count} ({before_kill} before the kill); "
+              f"the mirror right after it: online={after_kill['online']}, outbox={after_kill['outbox']}")
 
         # The mirror moved, sent its outbox and agrees with the survivors.
         converge(mirror, survivors[0], [PREFIX])
@@ -161,7 +102,6 @@ def test_kill_9_of_a_hub_moves_watch_and_mirror_and_loses_no_write(hub_cluster, 
             verified = mirror.verify(hub)
             assert verified.rc == 0, verified
         head = max(head_of(hub) for hub in survivors)
-        wait_for_head(survivors, head)
         print(f"mirror converged {time.monotonic() - killed_at:.1f}s after the kill, head {head}")
 
         # Every acknowledged write is in the log once, under its seq; the
@@ -170,24 +110,21 @@ def test_kill_9_of_a_hub_moves_watch_and_mirror_and_loses_no_write(hub_cluster, 
         assert [c["seq"] for c in log] == list(range(1, head + 1)), "the log is gap-free"
         assert changes_after(survivors[1], 0) == log
         by_seq = {c["seq"]: c for c in log}
-        acks = [ack for writer in load.writers for ack in writer.acks]
+        acks = [ack for writer in writes.rest_writers for ack in writer.acks]
         for ack in acks:
             change = by_seq[ack.seq]
             assert (change["name"], change["kind"], change["data"], change["version"]) == (
                 ack.name, "set", ack.data, 1), (ack, change)
-        names = [c["name"] for c in log]
-        rest_names = [c for c in names if not c.startswith(f"{PREFIX}m/")]
+        rest_names = [c["name"] for c in log if not c["name"].startswith(f"{PREFIX}m/")]
         assert sorted(rest_names) == sorted(ack.name for ack in acks), "each REST write is one change"
-        load.mirror_writes.check_exactly_once(survivors[0], 0, {})
-        assert len(log) == len(acks) + load.mirror_writes.count
+        mirrored.check_exactly_once(survivors[0], 0, {})
+        assert len(log) == len(acks) + mirrored.count
 
         # Writes in flight when their hub went were sent again with their key.
         resent = [ack for ack in acks if ack.attempts > 1]
-        moved_writers = [w for w in load.writers if w.lost]
-        assert len(moved_writers) >= 2 and resent, [(w.name, w.lost) for w in load.writers]
-        assert all(w.acks[-1].hub != 1 for w in load.writers), "every writer ended on a survivor"
-        print(f"writers moved (connections lost): {[(w.name, w.lost) for w in load.writers]}; "
-              f"{len(resent)} writes sent more than once")
+        assert len([w for w in writes.rest_writers if w.lost]) >= 2 and resent, writes.stats()
+        assert all(w.acks[-1].hub != 1 for w in writes.rest_writers), "every writer ended on a survivor"
+        print(f"{writes.stats()}; {len(resent)} writes sent more than once")
         # And once more, by the test: every write the killed hub acknowledged,
         # sent to a survivor with its key, is answered with its first reply.
         by_victim = [ack for ack in acks if ack.hub == 1]
@@ -205,6 +142,6 @@ def test_kill_9_of_a_hub_moves_watch_and_mirror_and_loses_no_write(hub_cluster, 
         assert any(f"127.0.0.1:{hub.port}" in moved_to for hub in survivors), moved_to
         watcher.no_line()
     finally:
-        load.stop.set()
+        writes.stop.set()
         watcher.stop()
         mirror.stop()
