@@ -20,8 +20,8 @@ a,b,c` are connected to.
 
 The hubs and PostgreSQL come from the `hub_cluster` fixture (conftest.py),
 the writers from clusterlib.Load, the mirror's process and checks from
-test_mirror.py. Every
-process is ours and stopped by PID; every wait is bounded; 127.0.0.1 only.
+test_mirror.py. Every process is ours and stopped by PID; every wait is
+bounded; 127.0.0.1 only. About 10 s.
 """
 
 from __future__ import annotations
