@@ -7,6 +7,9 @@ had is there byte for byte, the photos are served, and a client that saw
 seqs past the backup gets `resnapshot: true` when it resumes, also once new
 writes have taken the restored head past what it saw (the restored sequence
 jumps 2^32 ahead: PROTOCOL.md, "Versions, sequence numbers, time").
+Under 100 writers the copy's log is the hub's from seq 1 to its head with
+no gap, and a `tally mirror run` that followed the lost hub past it
+resnapshots on the restored one and lands the writes it queued meanwhile.
 
 Bad input -- DEST's parent missing, DEST not empty, no store in --data, SRC
 not a backup, a restore while a hub runs or over a store without --force --
@@ -24,12 +27,15 @@ import threading
 import time
 from pathlib import Path
 
-from synclib import SyncClient, cli_env, get_record, rest, run_tally
+from clusterlib import head_of
+from synclib import SyncClient, all_changes, cli_env, get_record, rest, run_tally, wait_until
 from conftest import sqlite_only
+from test_mirror import OfflineWrites, converge, mirrors, proxies, status_field, wait_online  # noqa: F401 - fixtures
 
 JUMP = 2 ** 32
 CLI_TIMEOUT = 60.0
 WRITERS = 3
+BUSY_WRITERS = 100
 PNG = bytes([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
 
 
@@ -59,23 +65,25 @@ def files_under(directory: Path) -> dict[str, bytes]:
 
 
 class Writers:
-    """Threads that each keep setting their own records until stopped,
-    noting the time and seq of every acknowledgement."""
+    """Threads (``count``, each on its own connection) that each keep
+    setting their own records under ``prefix`` until stopped, noting the
+    time and seq of every acknowledgement."""
 
-    def __init__(self, server):
+    def __init__(self, server, count: int = WRITERS, prefix: str = ""):
         self.server = server
+        self.prefix = prefix
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.acks: list[tuple[float, int]] = []  # (monotonic time, seq)
         self.errors: list[BaseException] = []
-        self.threads = [threading.Thread(target=self.run, args=(i,), daemon=True) for i in range(WRITERS)]
+        self.threads = [threading.Thread(target=self.run, args=(i,), daemon=True) for i in range(count)]
 
     def run(self, index: int) -> None:
         try:
             with SyncClient(self.server) as client:
                 k = 0
                 while not self.stop.is_set():
-                    reply = client.ok("set", name=f"w{index}/r{k % 40}", data={"w": index, "k": k, "text": "é" * (k % 7)})
+                    reply = client.ok("set", name=f"{self.prefix}w{index}/r{k % 40}", data={"w": index, "k": k, "text": "é" * (k % 7)})
                     with self.lock:
                         self.acks.append((time.monotonic(), reply["seq"]))
                     k += 1
@@ -191,6 +199,90 @@ def test_backup_while_writing_restores_byte_for_byte_and_every_client_resnapshot
         assert client.hello_reply["resumable"] is True
         reply = client.ok("subscribe", prefix="w0/")
         assert [c["seq"] for c in reply["changes"]] == list(range(restored_head + 1, head + 1)), reply
+
+
+def store_changes(path: Path) -> list[tuple[int, str]]:
+    """(seq, name) of every change in a store file's log, in seq order."""
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return list(connection.execute("SELECT seq, name FROM changes ORDER BY seq"))
+    finally:
+        connection.close()
+
+
+@sqlite_only
+def test_a_backup_under_100_writers_is_a_prefix_of_the_log_and_a_mirror_past_it_resnapshots(
+        tally_factory, proxies, mirrors, tmp_path):
+    """Issue 16's backup check at the size it names: 100 writers, each on
+    its own connection, keep writing through `tally backup`. The copy holds
+    the log from seq 1 to its head with no gap, each change the one the hub
+    logged under that seq. A `tally mirror run` that followed the hub past
+    the backup, with writes of its own queued while the hub was gone,
+    resnapshots on the hub restored from the copy: it ends equal to it
+    (`tally verify`), the changes after the backup are gone from it, and its
+    queued writes land once."""
+    env = cli_env(tmp_path)
+    hub = tally_factory()
+    proxy = proxies(hub)  # the mirror's hub: the lost one, then the restored one
+    mirror = mirrors(proxy.url, "load/")
+    mirror.start()
+    wait_online(mirror)
+    backup = tmp_path / "backups" / "b100"
+    backup.parent.mkdir()
+
+    with Writers(hub, BUSY_WRITERS, "load/") as writers:
+        deadline = time.monotonic() + 60
+        while writers.count() < 1000 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        run_tally(["backup", backup, "--data", hub.data_dir], env, CLI_TIMEOUT).ok()
+        ended = time.monotonic()
+        during = writers.count()
+        while writers.count() < during + 1000 and time.monotonic() < deadline + 30:
+            time.sleep(0.01)
+        assert writers.gaps_between(started, ended) < 1.0, "writes stopped during the backup"
+    lost_head = writers.last_seq()
+    manifest = json.loads((backup / "tally-backup.json").read_text())
+    assert 1000 <= manifest["head"] < lost_head, (manifest, lost_head)
+    # The mirror followed the hub past the backup.
+    converge(mirror, hub, ["load/"])
+
+    # The copy's log is the hub's, seq 1 to the backup's head, no gap.
+    copied = store_changes(backup / "tally.sqlite3")
+    assert [seq for seq, _ in copied] == list(range(1, manifest["head"] + 1)), "the copy's log has a gap"
+    logged = [(c["seq"], c["name"]) for c in all_changes(hub, 0)[2][:manifest["head"]]]
+    assert copied == logged, "the copy's log is not the hub's"
+    written = {name for _, name in copied}
+    assert len({name.split("/")[1] for name in written}) > BUSY_WRITERS // 2, "most writers wrote before the copy"
+    after_backup = {c["name"] for c in all_changes(hub, manifest["head"])[2]}
+    lost = after_backup - written  # records the lost hub created after the backup
+    assert lost and all(mirror.get(name) for name in sorted(lost)[:5])
+
+    # The hub and its disk are gone; the mirror queues writes meanwhile.
+    assert hub.stop() == 0
+    wait_online(mirror, False)
+    queued = OfflineWrites(mirror, "load/queued/")
+    for i in range(20):
+        queued.set(f"load/queued/{i}", {"i": i})
+    data_dir = tmp_path / "new-disk" / "tally-data"
+    run_tally(["restore", backup, "--data", data_dir], env, CLI_TIMEOUT).ok()
+    restored = tally_factory("--data", str(data_dir))
+    proxy.retarget(restored)
+
+    # converge() reads the log from seq 0, which the restored hub answers
+    # with 410: wait for its head instead.
+    def converged() -> bool:
+        status = mirror.status()
+        return (status_field(status, "online") and status_field(status, "outbox") == 0
+                and status_field(status, "lastSeq") >= head_of(restored) and mirror.verify(restored).rc == 0)
+
+    wait_until(converged, 60, lambda: f"the mirror to converge with the restored hub\n{mirror.describe()}", 0.25)
+    assert head_of(restored) == manifest["head"] + JUMP + queued.count
+    assert status_field(mirror.status(), "conflicts") == 0
+    for name in sorted(lost)[:50]:
+        assert mirror.get(name) is None, f"{name}, written after the backup, is still in the mirror"
+    queued.check_exactly_once(restored, manifest["head"] + JUMP, {})
+    assert mirror.verify(restored).rc == 0
 
 
 @sqlite_only
