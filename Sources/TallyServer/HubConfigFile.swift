@@ -35,6 +35,8 @@ public struct HubConfigFile: Sendable {
     public var allowOrigins: [String]?
     public var allowHosts: [String]?
     public var maxSubscriptions: Int?
+    /// The stock at or below which an item without its own `lowStock` is low.
+    public var lowStock: Int?
     public var maxUnauthenticated: Int?
     /// The other hubs of this hub's cluster (`PeerHubs`).
     public var peers: PeerHubs?
@@ -108,6 +110,7 @@ public struct HubConfigFile: Sendable {
                     throw Invalid(path: "\(path)[\(error.index)]", message: error.message)
                 }
             case "maxSubscriptions": file.maxSubscriptions = try int(member, path, 1...10_000_000)
+            case "lowStock": file.lowStock = try int(member, path, 0...2_147_483_647)
             case "maxUnauthenticated": file.maxUnauthenticated = try int(member, path, 1...10_000_000)
             case "blobQuota": file.blobQuota = try int(member, path, 1...(1 << 40))
             case "cacheSize": file.cacheSize = try int(member, path, (1 << 20)...(1 << 40))
@@ -132,7 +135,7 @@ public struct HubConfigFile: Sendable {
                     }
                 }
             default:
-                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, hubName, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, cacheSize, echo, allowOrigins, allowHosts, peers, maxSubscriptions, maxUnauthenticated, users, roles, workflows, indexes")
+                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, hubName, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, cacheSize, echo, allowOrigins, allowHosts, peers, maxSubscriptions, maxUnauthenticated, lowStock, users, roles, workflows, indexes")
             }
         }
         // Every role a user or a workflow names must exist.

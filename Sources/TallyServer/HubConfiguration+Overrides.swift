@@ -31,6 +31,7 @@ extension HubConfiguration {
         if let hosts = file.allowHosts { allowedHosts = hosts }
         if let peers = file.peers { self.peers = peers }
         if let count = file.maxSubscriptions { core.maxSubscriptionsPerConnection = count }
+        if let count = file.lowStock { core.lowStock = count }
         core.indexes = file.indexes
         if let count = file.maxUnauthenticated { core.maxUnauthenticatedConnections = count }
         if let size = file.blobQuota { blobQuotaBytes = size }

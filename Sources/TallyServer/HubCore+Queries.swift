@@ -39,7 +39,7 @@ extension HubCore {
     static func prepareIndexes(_ indexes: [RecordIndex], store: any Store, reader: any StoreReading,
                                logger: Logger) throws(StoreError) {
         let built = Set(try reader.builtIndexes())
-        for id in built where id != codeIndexID && !indexes.contains(where: { $0.id == id }) {
+        for id in built where id != codeIndexID && id != wordIndexID && !indexes.contains(where: { $0.id == id }) {
             try store.applyBeforeStart([StoreUnit(mutations: [.dropIndex(id)], token: 0)])
             logger.info("index.dropped", ["index": String(id.map { $0 == "\u{1F}" ? " " : $0 })])
         }
@@ -54,6 +54,12 @@ extension HubCore {
                 codes(of: record).map { Array($0.utf8) }
             }
             logger.info("index.built", ["prefix": itemPrefix, "path": "(item codes)", "records": String(count)])
+        }
+        if !built.contains(wordIndexID) {
+            let count = try buildIndex(wordIndexID, prefix: itemPrefix, store: store, reader: reader) { record in
+                wordKeys(of: record).map { Array($0.utf8) }
+            }
+            logger.info("index.built", ["prefix": itemPrefix, "path": "(item name words)", "records": String(count)])
         }
     }
 

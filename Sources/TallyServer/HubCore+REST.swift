@@ -119,6 +119,10 @@ extension HubCore {
                 fanOut(result.changes)
             case .resolve(let code):
                 try resolve(code, call: call, head: head)
+            case .searchItems(let text, let limit):
+                try searchItems(text, limit: limit, call: call, head: head)
+            case .items(let after, let limit):
+                try pageItems(after: after, limit: limit, call: call, head: head)
             case .workflows:
                 respond(call, .ok, workflowsReport(), after: 0)
             case .publish(let topic, let data):
@@ -154,7 +158,7 @@ extension HubCore {
         return writer.finish()
     }
 
-    private func respond(_ call: RESTCall, _ status: HTTPStatus, _ body: [UInt8], etag: Int64? = nil, after seq: Int64) {
+    func respond(_ call: RESTCall, _ status: HTTPStatus, _ body: [UInt8], etag: Int64? = nil, after seq: Int64) {
         var response = HTTPResponse.json(status, body)
         if let etag { response.headers.set("ETag", "\"\(etag)\"") }
         emit(.http(call.responder, response), after: seq)

@@ -434,6 +434,7 @@ extension HubCore {
             cache.apply(change)
             uncommitted.append(change)
             codeMutations(of: change, into: &mutations)
+            wordMutations(of: change, into: &mutations)
             if !recordIndexes.isEmpty { indexMutations(of: change, into: &mutations) }
             switch change.target {
             case .record(let before, let after, _):

@@ -390,7 +390,7 @@ extension RESTCall.Operation {
     var isWrite: Bool {
         switch self {
         case .writeRecord, .writeList, .advance: true
-        case .getRecord, .records, .getList, .changes, .publish, .resolve, .workflows: false
+        case .getRecord, .records, .getList, .changes, .publish, .resolve, .searchItems, .items, .workflows: false
         }
     }
 }

@@ -32,6 +32,9 @@ public struct CoreConfiguration: Sendable {
     /// the cap holds about 21 MiB; dropping 100,000 at a disconnect stalls
     /// the core for about 20 ms (BENCHMARKS.md, "Memory under load", hostile clients).
     public var maxSubscriptionsPerConnection = 100_000
+    /// The stock at or below which an item is low when it has no `lowStock`
+    /// of its own (`GET /v1/items` reports it; the board marks such items).
+    public var lowStock = 5
     /// Most WebSocket connections, hub-wide, that have not authenticated
     /// yet (a hub with users); more upgrades are refused with 503.
     public var maxUnauthenticatedConnections = 1_000

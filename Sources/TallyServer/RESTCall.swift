@@ -19,6 +19,10 @@ struct RESTCall: Sendable {
         case advance(String, Advance, key: String?)
         /// GET /v1/resolve/{code}
         case resolve(String)
+        /// GET /v1/items?q=TEXT&limit=N
+        case searchItems(String, limit: Int)
+        /// GET /v1/items?after=NAME&limit=N
+        case items(after: String?, limit: Int)
         /// GET /v1/workflows
         case workflows
     }

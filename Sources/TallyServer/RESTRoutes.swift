@@ -107,6 +107,19 @@ enum RESTRoutes {
             }
             return .resolve(code)
         })
+        router.add("GET", "/v1/items", .rest { request, _ throws(ProtocolError) in
+            let query = try REST.query(request)
+            let limit = Int(try REST.integer(query["limit"], field: "limit", default: 20, range: 1...100))
+            guard let text = query["q"] else {
+                let after = query["after"]
+                if let after { try Names.validatePrefix(after, field: "after") }
+                return .items(after: after, limit: limit)
+            }
+            guard !text.isEmpty, text.utf8.count <= 2048 else {
+                throw ProtocolError.badField("q", "give q: what to search for (1 to 2048 bytes): a name, SKU, serial, code or item id; leave it out for a page of items")
+            }
+            return .searchItems(text, limit: limit)
+        })
         router.add("POST", "/v1/events/{topic...}", .rest { request, parameters throws(ProtocolError) in
             .publish(topic: try REST.name(parameters["topic"]!, field: "topic"), data: try REST.body(request, limits: limits))
         })

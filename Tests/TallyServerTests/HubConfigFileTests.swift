@@ -47,6 +47,7 @@ struct HubConfigFileTests {
     @Test(arguments: [
         ("[]", "$: must be a JSON object"),
         (#"{"prot":1}"#, "$.prot: unknown setting"),
+        (#"{"lowStock":-1}"#, "$.lowStock: must be an integer from 0 to 2147483647"),
         (#"{"port":"80"}"#, "$.port: must be an integer"),
         (#"{"port":70000}"#, "$.port: must be an integer from 0 to 65535"),
         (#"{"durability":"fast"}"#, "$.durability: must be \"full\", \"normal\" or \"off\""),

@@ -17,7 +17,7 @@ struct HubOverridesTests {
          "retention":{"changes":500,"bytes":4096,"ageSeconds":60.5},"maxRecordSize":2048,"maxMessageSize":8192,
          "maxBlobSize":1024,"blobQuota":1073741824,"cacheSize":67108864,"echo":false,
          "allowOrigins":["https://a.example"],"allowHosts":["a.local"],"maxSubscriptions":7,"maxUnauthenticated":9,
-         "indexes":[{"prefix":"items/","path":"location"}]}
+         "lowStock":3,"indexes":[{"prefix":"items/","path":"location"}]}
         """
 
     @Test func withNeitherTheDefaultsHold() {
@@ -50,6 +50,7 @@ struct HubOverridesTests {
         #expect(configuration.allowedOrigins == ["https://a.example"] && configuration.allowedHosts == ["a.local"])
         #expect(configuration.core.maxSubscriptionsPerConnection == 7)
         #expect(configuration.core.maxUnauthenticatedConnections == 9)
+        #expect(configuration.core.lowStock == 3 && HubConfiguration().core.lowStock == 5)
         #expect(configuration.core.indexes.map(\.prefix) == ["items/"])
     }
 
