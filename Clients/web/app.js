@@ -14,6 +14,7 @@
 import { Tally, State, TallyError, defaultURL } from "/js/tally.js";
 import { $, el, duration } from "./ui.js";
 import { followConflicts } from "./conflicts.js";
+import { startCounter } from "./counter.js";
 
 const params = new URLSearchParams(location.search);
 const LINGER_MS = Math.max(0, Number(params.get("linger") ?? 30)) * 1000;
@@ -442,6 +443,7 @@ function startFollowing() {
 const orderStats = hub.record("stats/orders", (envelope) => renderStats("order-stats", ORDER_STAGES, envelope));
 const intakeStats = hub.record("stats/intake", (envelope) => renderStats("intake-stats", INTAKE_STAGES, envelope));
 const conflicts = followConflicts(hub, { keepFor });
+startCounter({ hub, orders, canAct, setPhoto, label, isOpenOrder: (envelope) => !ORDER_TERMINAL.has(envelope.data?.stage) });
 
 // Time in stage ticks; terminal records leave after their while.
 setInterval(() => {
