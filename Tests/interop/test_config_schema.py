@@ -203,7 +203,7 @@ def test_the_schema_is_a_2020_12_schema(schema):
     assert set(schema["properties"]) == {"host", "port", "threads", "data", "hubName", "durability", "retention",
                                          "maxRecordSize", "maxMessageSize", "maxBlobSize", "blobQuota", "cacheSize", "echo",
                                          "allowOrigins", "allowHosts", "peers", "maxSubscriptions",
-                                         "maxUnauthenticated", "users", "roles", "workflows", "indexes"}
+                                         "maxUnauthenticated", "lowStock", "users", "roles", "workflows", "indexes"}
 
 
 def test_every_member_is_described(schema):
@@ -488,6 +488,7 @@ BAD_CONFIGS = [
     ("peer-credentials", {"peers": ["ws://ana@10.0.0.2:8080"]}, "$.peers[0]", None),
     ("subscriptions-zero", {"maxSubscriptions": 0}, "$.maxSubscriptions", None),
     ("unauthenticated-type", {"maxUnauthenticated": "many"}, "$.maxUnauthenticated", None),
+    ("low-stock-negative", {"lowStock": -1}, "$.lowStock", None),
     ("indexes-type", {"indexes": {"prefix": "items/"}}, "$.indexes", None),
     ("index-member", {"indexes": [{"prefix": "items/", "path": "location", "unique": True}]}, "$.indexes[0]", None),
 ]
@@ -539,6 +540,8 @@ EDGE_CONFIGS = [
     ("browsers-and-caps", {"echo": False, "allowOrigins": ["https://app.example:8443", "http://10.0.0.5"],
                            "allowHosts": ["tally.lan", "10.0.0.5"], "maxSubscriptions": 1,
                            "maxUnauthenticated": 10000000}),
+    ("low-stock-edges", {"lowStock": 0}),
+    ("low-stock-top", {"lowStock": 2147483647}),
     ("users", {"users": [{"name": "ana", "role": "staff", "tokenSha256": GOOD_HASH.upper()},
                          {"name": "wall", "role": "auditor", "tokenEnv": "PATH"}],
                "roles": {"auditor": [{"names": "**", "allow": []},
