@@ -471,6 +471,8 @@ export class Tally {
 
   // ---- writes (each takes {version, idem}) ---------------------------------
 
+  /** `options`: {version, idem}, and {checkStock: true} on an order's
+   *  creation (refused with insufficient_stock when qty exceeds the stock). */
   set(name, data, options) { return this.call(withOptions({ op: "set", name, data }, options)); }
   setPath(name, path, value, options) { return this.call(withOptions({ op: "set", name, path, value }, options)); }
   merge(name, patch, options) { return this.call(withOptions({ op: "merge", name, data: patch }, options)); }

@@ -17,9 +17,15 @@ public enum OrderRequests {
     }
 
     /// Creates the order `name` only if nothing has that name yet (version
-    /// 0); the hub's workflow stamps its first stage.
-    public static func create(_ name: String, item: String, qty: Int, kind: String) -> WriteOperation {
-        .set(name, data: ["item": .string(item), "qty": .int(Int64(qty)), "kind": .string(kind)], version: 0)
+    /// 0); the hub's workflow stamps its first stage. With `checkStock` the
+    /// hub refuses an issue order for more than the item's stock
+    /// (`insufficient_stock`); the item must exist either way (`not_found`).
+    public static func create(_ name: String, item: String, qty: Int, kind: String,
+                              checkStock: Bool = false) -> WriteOperation {
+        var operation = WriteOperation.set(name, data: ["item": .string(item), "qty": .int(Int64(qty)), "kind": .string(kind)],
+                                           version: 0)
+        if checkStock { operation.json["checkStock"] = true }
+        return operation
     }
 
     /// The `get` of orders: those at `stages`, through a live query on the

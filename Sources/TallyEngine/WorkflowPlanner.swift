@@ -16,8 +16,12 @@ public struct WorkflowPlan: Sendable {
     public var replyExtras: [Int: JSONObject] = [:]
     /// Stats changes per workflow prefix, to apply once the group is accepted.
     public var deltas: [String: WorkflowStats.Delta] = [:]
+    /// The indexes of the planned record writes under `items/`: what an
+    /// order made later in the group reads its item through.
+    var itemWrites: [Int] = []
 
     mutating func add(_ write: Write, origin: Int) {
+        if !write.isListWrite, write.name.hasBytePrefix(WorkflowPlanner.itemPrefix) { itemWrites.append(writes.count) }
         writes.append(write)
         origins.append(origin)
     }
@@ -50,6 +54,10 @@ public struct WorkflowPlanner: Sendable {
                     let operation: JSONValue = switch write.action { case .delete, .deleteList: "delete"; default: "write" }
                     throw ProtocolError(.forbidden, "\"\(write.name)\" is kept by the hub (records under \(WorkflowSet.statsPrefix) change with their workflows' records)",
                                         details: ["role": .string(actor.role), "operation": operation, "name": .string(write.name)])
+                }
+                if write.checkStock, workflows.workflow(for: write.name)?.kind != .order {
+                    throw ProtocolError(.badField, "\"checkStock\" applies to creating an order; \"\(write.name)\" is not under a workflow of kind order",
+                                        details: ["field": "checkStock"])
                 }
                 guard !write.isListWrite, let workflow = workflows.workflow(for: write.name) else {
                     try checkPlain(write, actor: actor, state: &state)
@@ -155,6 +163,9 @@ public struct WorkflowPlanner: Sendable {
                                     details: ["field": .string(workflow.stageField)])
             }
             try validate(&data, workflow: workflow)
+            if workflow.kind == .order {
+                try checkNewOrder(data, name: name, checkStock: write.checkStock, state: &state, plan: plan)
+            }
             data[workflow.stageField] = .string(workflow.initial)
             data["history"] = .array([.object(["time": .number(JSONNumber(now)), "actor": .string(actor.user),
                                                "from": .null, "to": .string(workflow.initial)])])
@@ -174,6 +185,7 @@ public struct WorkflowPlanner: Sendable {
                 guard value == current?.data[field] else { throw Self.useAdvance(field, workflow: workflow) }
             }
             try validate(&data, workflow: workflow)
+            try checkItemKept(data, before: current?.data, name: name, workflow: workflow, state: &state, plan: plan)
             plan.primaries.append(plan.writes.count)
             plan.add(Write(name: name, action: .set(data), baseVersion: write.baseVersion), origin: index)
         case .merge(let patch):
@@ -184,6 +196,7 @@ public struct WorkflowPlanner: Sendable {
             if let current {
                 var merged = current.data.mergePatched(with: patch)
                 try validate(&merged, workflow: workflow)
+                try checkItemKept(merged, before: current.data, name: name, workflow: workflow, state: &state, plan: plan)
             }
             plan.primaries.append(plan.writes.count)
             plan.add(write, origin: index)
@@ -199,6 +212,7 @@ public struct WorkflowPlanner: Sendable {
             // item, qty and kind; an intake job holds at most 12 photos).
             if var after = Self.simulate(write.action, on: current!.data) {
                 try validate(&after, workflow: workflow)
+                try checkItemKept(after, before: current?.data, name: name, workflow: workflow, state: &state, plan: plan)
             }
             plan.primaries.append(plan.writes.count)
             plan.add(write, origin: index)
@@ -267,6 +281,7 @@ public struct WorkflowPlanner: Sendable {
                                     details: ["role": .string(actor.role), "operation": "write", "name": .string(name)])
             }
             try validate(&data, workflow: workflow)
+            try checkItemKept(data, before: current.data, name: name, workflow: workflow, state: &state, plan: plan)
         }
         data[workflow.stageField] = .string(to)
         var entry: JSONObject = ["time": .number(JSONNumber(now)), "actor": .string(actor.user),
@@ -331,6 +346,64 @@ public struct WorkflowPlanner: Sendable {
                 }
             }
         }
+    }
+
+    // MARK: Orders and their items
+
+    /// Where an order's `item` names its record.
+    static let itemPrefix = "items/"
+
+    /// A new order's item must exist (as the writes before it in the group
+    /// leave it); with `checkStock`, an issue order may not ask for more
+    /// than the item's `stock`.
+    private func checkNewOrder(_ data: JSONObject, name: String, checkStock: Bool, state: inout some EngineState,
+                               plan: WorkflowPlan) throws(ProtocolError) {
+        let (item, qty, kind) = try Self.orderFields(data)
+        guard let itemData = try plannedData(of: item, state: &state, plan: plan) else {
+            if !checkStock { return } // PART2
+            throw ProtocolError(.notFound, "\"\(name)\" is an order for \"\(item)\", which does not exist; create the item first, or name an existing one",
+                                details: ["item": .string(item)])
+        }
+        guard checkStock, kind == "issue" else { return }
+        let stock = itemData["stock"]?.numberValue ?? JSONNumber(0)
+        if Double(qty) > stock.doubleValue {
+            throw ProtocolError(.insufficientStock, "\"\(item)\" has stock \(stock); this order needs \(qty). Order at most what is in stock, or receive stock first",
+                                details: ["item": .string(item), "stock": .number(stock), "needed": .number(JSONNumber(qty))])
+        }
+    }
+
+    /// A plain write (or an advance's data) that changes an order's `item`
+    /// must name one that exists; an unchanged item is not looked up (it
+    /// may have been deleted since the order was made).
+    private func checkItemKept(_ after: JSONObject, before: JSONObject?, name: String, workflow: Workflow,
+                               state: inout some EngineState, plan: WorkflowPlan) throws(ProtocolError) {
+        guard Bool(false), workflow.kind == .order, case .string(let item)? = after["item"], after["item"] != before?["item"] else { return }
+        guard try plannedData(of: item, state: &state, plan: plan) != nil else {
+            throw ProtocolError(.notFound, "\"\(name)\" would name item \"\(item)\", which does not exist; create the item first, or name an existing one",
+                                details: ["item": .string(item)])
+        }
+    }
+
+    /// Record `name`'s data as the writes planned so far leave it (nil: it
+    /// does not exist then). Only names under `items/` are followed through
+    /// the plan.
+    private func plannedData(of name: String, state: inout some EngineState,
+                             plan: WorkflowPlan) throws(ProtocolError) -> JSONObject? {
+        var data = try state.record(name)?.data
+        for index in plan.itemWrites {
+            let write = plan.writes[index]
+            guard write.name.sameBytes(as: name) else { continue }
+            switch write.action {
+            case .set(let whole): data = whole
+            case .merge(let patch): data = data?.mergePatched(with: patch)
+            case .delete: data = nil
+            case .setPath, .deletePath, .increment: data = Self.simulate(write.action, on: data ?? [:]) ?? data
+            case .boundedIncrement(let path, let by, _):
+                data = data.flatMap { (try? JSONValue.object($0).incrementing(at: path, by: JSONNumber(by)))?.objectValue } ?? data
+            case .advance, .addEntry, .removeEntry, .setEntries, .deleteList: break
+            }
+        }
+        return data
     }
 
     /// The data after a path write, or nil when the engine will refuse it anyway.

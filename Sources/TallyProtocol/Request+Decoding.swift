@@ -105,6 +105,12 @@ struct Fields {
         return text
     }
 
+    func bool(_ field: String) throws(ProtocolError) -> Bool? {
+        guard let value = object[field] else { return nil }
+        guard case .bool(let flag) = value else { throw .badField(field, "\"\(field)\" must be true or false") }
+        return flag
+    }
+
     func int(_ field: String, min: Int64, max: Int64 = .max) throws(ProtocolError) -> Int64? {
         guard let value = object[field] else { return nil }
         guard case .number(let number) = value, number.isInteger, let int = number.int64Value, int >= min, int <= max else {
@@ -244,11 +250,17 @@ struct Fields {
         switch op {
         case "set":
             let record = try name("name")
+            let checkStock = try bool("checkStock") ?? false
             if let path = try path() {
                 guard let value = object["value"] else { throw .badField("value", "a \"set\" at a path needs \"value\"") }
+                if checkStock {
+                    throw .badField("checkStock", "\"checkStock\" goes with a whole-record set that creates an order, not with a set at a path")
+                }
                 return Write(name: record, action: .setPath(path, value), baseVersion: base)
             }
-            return Write(name: record, action: .set(try objectData()), baseVersion: base)
+            var write = Write(name: record, action: .set(try objectData()), baseVersion: base)
+            write.checkStock = checkStock
+            return write
         case "merge":
             return Write(name: try name("name"), action: .merge(try objectData()), baseVersion: base)
         case "delete":

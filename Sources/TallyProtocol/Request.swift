@@ -118,6 +118,10 @@ public struct Write: Sendable, Equatable {
     public var action: Action
     /// The version the write is based on (0 = must not exist).
     public var baseVersion: Int64?
+    /// `"checkStock": true` on a `set` that creates an order: an `issue`
+    /// order for more than its item's `stock` is refused with
+    /// `insufficient_stock` (PROTOCOL.md, "Creating a workflow record").
+    public var checkStock = false
 
     public init(name: String, action: Action, baseVersion: Int64? = nil) {
         self.name = name

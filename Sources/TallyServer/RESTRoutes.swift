@@ -19,7 +19,15 @@ enum RESTRoutes {
         })
         router.add("PUT", "/v1/records/{name...}", .rest { request, parameters throws(ProtocolError) in
             let data = try objectBody(request, limits: limits, "the body of a PUT is the record's data: a JSON object")
-            return try recordWrite(request, parameters, .set(data))
+            // `?checkStock=true` is the WebSocket set's "checkStock": true.
+            let checkStock: Bool
+            switch try REST.query(request)["checkStock"] {
+            case nil, "false"?: checkStock = false
+            case "true"?: checkStock = true
+            case let other?:
+                throw .badField("checkStock", "checkStock must be true or false, not '\(other)'")
+            }
+            return try recordWrite(request, parameters, .set(data), checkStock: checkStock)
         })
         router.add("PATCH", "/v1/records/{name...}", .rest { request, parameters throws(ProtocolError) in
             let patch = try objectBody(request, limits: limits,
@@ -128,11 +136,12 @@ enum RESTRoutes {
     /// PUT, PATCH or DELETE of a record: `If-Match` is the base version,
     /// `Idempotency-Key` the key.
     static func recordWrite(_ request: HTTPRequest, _ parameters: [String: String],
-                            _ action: Write.Action) throws(ProtocolError) -> RESTCall.Operation {
+                            _ action: Write.Action, checkStock: Bool = false) throws(ProtocolError) -> RESTCall.Operation {
         let name = try REST.name(parameters["name"]!, field: "name")
         let base = try REST.ifMatch(request)
-        return .writeRecord(Write(name: name, action: action, baseVersion: base),
-                            key: try REST.idempotencyKey(request), ifMatch: base != nil)
+        var write = Write(name: name, action: action, baseVersion: base)
+        write.checkStock = checkStock
+        return .writeRecord(write, key: try REST.idempotencyKey(request), ifMatch: base != nil)
     }
 
     static func objectBody(_ request: HTTPRequest, limits: JSONLimits, _ refusal: String) throws(ProtocolError) -> JSONObject {

@@ -8,13 +8,16 @@ import TallyCommandLine
 /// enforces (received → in-progress → ready → delivered, or cancelled).
 enum OrderCommand {
     static let help = """
-    Usage: tally order new ITEM --qty N [--kind issue|receive] [--idem KEY]
+    Usage: tally order new ITEM --qty N [--kind issue|receive] [--check-stock] [--idem KEY]
            tally order advance ORDER [--to STAGE] [--reason TEXT]
            tally order cancel ORDER [--reason TEXT]
            tally order ls [--stage STAGE]… [--all]
 
-    new      creates an order for ITEM (items/… or its id) and prints the
-             order's name (orders/…) as the last line
+    new      creates an order for ITEM (items/… or its id, which must exist)
+             and prints the order's name (orders/…) as the last line;
+             --check-stock refuses an issue order for more than the
+             item's stock (insufficient_stock) instead of failing later,
+             at delivery
     advance  moves ORDER (orders/… or its id) to its next stage, or to --to
     cancel   moves ORDER to cancelled
     ls       one line per open order: name, stage, qty, kind, item (--json:
@@ -24,8 +27,8 @@ enum OrderCommand {
 
     /// Described in the usage lines above.
     static let options = OptionTable(column: 0, [
-        Option("qty", "N"), Option("kind", "K"), Option("idem", "KEY"), Option("to", "STAGE"), Option("reason", "TEXT"),
-        Option("stage", "STAGE"), Option("all"),
+        Option("qty", "N"), Option("kind", "K"), Option("check-stock"), Option("idem", "KEY"), Option("to", "STAGE"),
+        Option("reason", "TEXT"), Option("stage", "STAGE"), Option("all"),
     ])
 
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
@@ -57,7 +60,8 @@ enum OrderCommand {
             throw UsageError(message: "--kind must be issue or receive, not '\(kind)'")
         }
         let name = OrderRequests.newName()
-        let reply = try BlockingTallyClient.write(HubAccess(a), OrderRequests.create(name, item: item, qty: qty, kind: kind),
+        let reply = try BlockingTallyClient.write(HubAccess(a), OrderRequests.create(name, item: item, qty: qty, kind: kind,
+                                                                                        checkStock: a.flag("check-stock")),
                                                   idem: a.string("idem"))
         if a.flag("json") { return ClientCommands.output(.object(reply)) }
         print("created \(kind) order for \(qty) × \(item) (stage received, seq \(reply["seq"].map { "\($0)" } ?? "?"))")

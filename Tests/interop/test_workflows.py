@@ -950,3 +950,46 @@ def test_cli_order_commands(tally, client):
 
     assert {obj["name"]: stage_of(obj) for obj in objects} == \
         {name: "delivered", incoming: "cancelled", third: "received"}, out
+
+
+# --------------------------------------------------------------------------
+# checkStock: an issue order over the item's stock refused when it is made
+
+
+def test_check_stock_refuses_an_issue_order_over_stock_on_every_path(tally, client):
+    item = new_item(client, stock=3)
+    # WebSocket set: refused with insufficient_stock, nothing created.
+    error = expect_error(client.request("set", name="orders/cs-ws", data={"item": item, "qty": 5}, checkStock=True),
+                         "insufficient_stock")
+    assert (error["item"], error["stock"], error["needed"]) == (item, 3, 5), error
+    expect_error(client.request("get", name="orders/cs-ws"), "not_found")
+    # Inside an atomic write: the index names the op.
+    error = expect_error(client.request("write", ops=[
+        {"op": "set", "name": "orders/cs-w", "data": {"item": item, "qty": 4}, "checkStock": True}]), "insufficient_stock")
+    assert error["index"] == 0 and error["needed"] == 4, error
+    # REST: ?checkStock=true is the same; 409 with the same members.
+    response = rest(tally, "PUT", "/v1/records/orders/cs-rest?checkStock=true", {"item": item, "qty": 4})
+    assert (response.status, response.error_code()) == (409, "insufficient_stock"), response.body
+    assert response.json()["error"]["stock"] == 3 and response.json()["error"]["needed"] == 4
+    assert rest(tally, "GET", "/v1/records/orders/cs-rest").status == 404
+    response = rest(tally, "PUT", "/v1/records/orders/cs-rest?checkStock=maybe", {"item": item, "qty": 1})
+    assert (response.status, response.error_code()) == (400, "bad_field"), response.body
+    assert response.json()["error"]["field"] == "checkStock"
+    response = rest(tally, "PUT", "/v1/records/notes/cs?checkStock=true", {"qty": 1})
+    assert (response.status, response.error_code()) == (400, "bad_field"), response.body
+    response = rest(tally, "PUT", "/v1/records/orders/cs-rest?checkStock=true", {"item": item, "qty": 3})
+    assert response.status == 201, response.body
+    # Without it nothing is checked (delivery does).
+    assert rest(tally, "PUT", "/v1/records/orders/cs-plain", {"item": item, "qty": 9}).status == 201
+    client.ok("set", name="orders/cs-in", data={"item": item, "qty": 9, "kind": "receive"}, checkStock=True)
+    # Wrong type, and a name outside an order workflow: bad_field checkStock.
+    for request in ({"name": "orders/cs-bad", "data": {"item": item, "qty": 1}, "checkStock": 1},
+                    {"name": "notes/cs", "data": {"qty": 1}, "checkStock": True},
+                    {"name": "orders/cs-bad", "path": "qty", "value": 1, "checkStock": True}):
+        assert expect_error(client.request("set", **request), "bad_field")["field"] == "checkStock", request
+    # CLI: --check-stock.
+    rc, out, err = tally_cli(tally, "order", "new", item, "--qty", "4", "--check-stock")
+    assert rc == 1 and "insufficient_stock" in out + err, (rc, out, err)
+    out = cli_ok(tally, "order", "new", item, "--qty", "3", "--check-stock")
+    assert record(client, out.strip().splitlines()[-1].strip())["data"]["qty"] == 3
+    assert record(client, item)["data"]["stock"] == 3
