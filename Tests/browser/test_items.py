@@ -7,6 +7,7 @@ Chromium:
   else the config's `lowStock`), and the mark follows a stock change live;
 - an item's open orders are listed under it (from the board's live query)
   and leave it when delivered;
+- on a phone-sized window the form and the view stay inside the page;
 - the page never subscribes to the items/ prefix: one record subscription
   per item shown.
 
@@ -109,3 +110,12 @@ def test_items_page_search_low_stock_and_open_orders(hubs, browser, tmp_path):
     search(driver, "")
     wait_until("the first page again", lambda: len(rows(driver)) == 20)
     save_full_page(driver, "board-items.png")
+    # On a phone nothing of the counter runs off the side.
+    driver.set_window_size(390, 844)
+    wait_until("a phone-wide page without sideways scrolling", lambda: driver.execute_script(
+        "return document.documentElement.scrollWidth <= window.innerWidth"))
+    for part in ("new-order", "items"):
+        box = driver.execute_script("const r = document.getElementById(arguments[0]).getBoundingClientRect();"
+                                    "return [r.left, r.right, window.innerWidth]", part)
+        assert box[0] >= 0 and box[1] <= box[2], (part, box)
+    save_full_page(driver, "board-items-phone.png", 390)
