@@ -50,6 +50,15 @@ public struct OptionTable: Sendable {
         self.options = options
     }
 
+    /// The same table with only the options named in `names` (a command
+    /// that takes some of a shared table's options declares which).
+    public func only(_ names: Set<String>) -> OptionTable {
+        OptionTable(column: column, options.filter { option in option.names.contains { names.contains($0.name) } })
+    }
+
+    /// Every option name in the table.
+    public var names: [String] { options.flatMap { $0.names.map(\.name) } }
+
     /// Options that take a value.
     public var valued: Set<String> { Set(options.flatMap { $0.names.filter { $0.value != nil }.map(\.name) }) }
     /// Switches.

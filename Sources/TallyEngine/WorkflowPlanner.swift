@@ -360,7 +360,6 @@ public struct WorkflowPlanner: Sendable {
                                plan: WorkflowPlan) throws(ProtocolError) {
         let (item, qty, kind) = try Self.orderFields(data)
         guard let itemData = try plannedData(of: item, state: &state, plan: plan) else {
-            if !checkStock { return } // PART2
             throw ProtocolError(.notFound, "\"\(name)\" is an order for \"\(item)\", which does not exist; create the item first, or name an existing one",
                                 details: ["item": .string(item)])
         }
@@ -377,7 +376,7 @@ public struct WorkflowPlanner: Sendable {
     /// may have been deleted since the order was made).
     private func checkItemKept(_ after: JSONObject, before: JSONObject?, name: String, workflow: Workflow,
                                state: inout some EngineState, plan: WorkflowPlan) throws(ProtocolError) {
-        guard Bool(false), workflow.kind == .order, case .string(let item)? = after["item"], after["item"] != before?["item"] else { return }
+        guard workflow.kind == .order, case .string(let item)? = after["item"], after["item"] != before?["item"] else { return }
         guard try plannedData(of: item, state: &state, plan: plan) != nil else {
             throw ProtocolError(.notFound, "\"\(name)\" would name item \"\(item)\", which does not exist; create the item first, or name an existing one",
                                 details: ["item": .string(item)])

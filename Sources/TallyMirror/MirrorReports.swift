@@ -17,7 +17,12 @@ extension MirrorStatus {
                      "  patterns     \(patterns.isEmpty ? "(none)" : patterns.joined(separator: " "))",
                      "  last seq     \(lastSeq)",
                      "  outbox       \(outbox) write\(outbox == 1 ? "" : "s") waiting"]
-        if failed > 0 { lines.append("  refused      \(failed) write\(failed == 1 ? "" : "s") the hub refused (see the log of mirror run)") }
+        if failed > 0 {
+            lines.append("  refused      \(failed) write\(failed == 1 ? "" : "s") the hub refused (kept in the outbox as failed):")
+            for entry in refused {
+                lines.append("    #\(entry.id) \(entry.op["op"]?.stringValue ?? "write") \(entry.name): \(entry.lastError ?? "no reason recorded")")
+            }
+        }
         lines.append("  conflicts    \(conflicts) open\(conflicts > 0 ? " ('tally mirror conflicts' lists them)" : "")")
         lines.append("  last error   \(lastError ?? "none")")
         if let resync { lines.append("  resync       \(resync.summary)") }

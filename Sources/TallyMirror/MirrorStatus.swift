@@ -21,6 +21,10 @@ public struct MirrorStatus: Sendable {
     public var lastSeq: Int64
     public var outbox: Int64
     public var failed: Int
+    /// The writes the hub refused for good, oldest first (at most
+    /// `maxRefusedListed`): what they wrote and why the hub said no.
+    public var refused: [OutboxEntry] = []
+    public static let maxRefusedListed = 100
     public var conflicts: Int
     public var lastError: String?
     public var lastErrorAt: Int64?
@@ -44,7 +48,9 @@ public struct MirrorStatus: Sendable {
         let cursors = try store.cursors()
         status.lastSeq = Int64(try store.meta("last_seq") ?? "") ?? cursors.values.max() ?? 0
         status.outbox = try store.outboxDepth()
-        status.failed = try store.failedEntries().count
+        let failed = try store.failedEntries()
+        status.failed = failed.count
+        status.refused = Array(failed.suffix(Self.maxRefusedListed))
         status.conflicts = try store.conflicts().count
         status.lastError = try store.meta("last_error")
         status.patterns = (try store.meta("patterns")).flatMap { try? JSONValue.parse($0) }?.arrayValue?
@@ -72,6 +78,10 @@ public struct MirrorStatus: Sendable {
             "client": client.map(JSONValue.string) ?? .null,
             "resync": resync.map { .object($0.json) } ?? .null,
         ]
+        body["refused"] = .array(refused.map { entry in
+            .object(["id": .int(entry.id), "name": .string(entry.name), "op": .string(entry.op["op"]?.stringValue ?? "write"),
+                     "error": entry.lastError.map(JSONValue.string) ?? .null])
+        })
         if let lastErrorAt { body["lastErrorAt"] = .int(lastErrorAt) }
         if let connectedTo { body["connectedTo"] = .string(connectedTo) }
         return body

@@ -54,17 +54,7 @@ public final class DemoSimulator: Sendable {
     // MARK: Seed
 
     private func seed() {
-        let admin = Actor(user: "demo", role: "admin")
-        for (index, item) in Self.items.enumerated() {
-            var data: JSONObject = ["sku": .string(item.id.uppercased()), "name": .string(item.name),
-                                    "location": .string(item.location), "stock": .number(JSONNumber(item.stock)),
-                                    "serials": .array([.string("SN-\(1000 + index * 37)")]), "codes": []]
-            if let photo = photo(seed: UInt64(index), label: item.name) {
-                data["photos"] = .array([.string(photo)])
-                data["cover"] = .string(photo)
-            }
-            core.submit([Write(name: "items/\(item.id)", action: .set(data))], as: admin)
-        }
+        for index in Self.items.indices { seedItem(index) }
         // Orders spread over the board: some just in, some in the works.
         for (index, target) in [0, 0, 1, 1, 2, 3, 0, 2].enumerated() {
             let item = Self.items[index % Self.items.count]
@@ -75,6 +65,19 @@ public final class DemoSimulator: Sendable {
             for _ in 0..<target { core.submit([Write(name: name, action: .advance(Advance()))], as: actor()) }
         }
         for index in 0..<3 { newIntake(index: index, advanceBy: index) }
+    }
+
+    /// Writes demo item `index` (an order needs its item to exist).
+    private func seedItem(_ index: Int) {
+        let item = Self.items[index]
+        var data: JSONObject = ["sku": .string(item.id.uppercased()), "name": .string(item.name),
+                                "location": .string(item.location), "stock": .number(JSONNumber(item.stock)),
+                                "serials": .array([.string("SN-\(1000 + index * 37)")]), "codes": []]
+        if let photo = photo(seed: UInt64(index), label: item.name) {
+            data["photos"] = .array([.string(photo)])
+            data["cover"] = .string(photo)
+        }
+        core.submit([Write(name: "items/\(item.id)", action: .set(data))], as: Actor(user: "demo", role: "admin"))
     }
 
     /// Stores a generated photo; its hash, or nil without a blob store.
@@ -156,12 +159,18 @@ public final class DemoSimulator: Sendable {
     private func stepOrders() {
         let open = open("orders/", stages: ["received", "in-progress", "ready"])
         if open.count < 5 {
-            let item = Self.items.randomElement()!
+            let index = Self.items.indices.randomElement()!
             let kind = Int.random(in: 0..<5) == 0 ? "receive" : "issue"
             core.submit([Write(name: "orders/\(UInt32.random(in: 0...UInt32.max))",
-                               action: .set(["item": .string("items/\(item.id)"),
+                               action: .set(["item": .string("items/\(Self.items[index].id)"),
                                              "qty": .number(JSONNumber(Int.random(in: 1...3))),
-                                             "kind": .string(kind)]))], as: actor())
+                                             "kind": .string(kind)]))], as: actor()) { [self] result in
+                // The hub refuses an order for an item that does not exist
+                // (a store the demo did not seed, an item deleted): the demo
+                // puts its item back for the next order.
+                guard case .failure(let error) = result, error.code == .notFound else { return }
+                seedItem(index)
+            }
         }
         guard let order = open.randomElement() else { return }
         let cancel = Int.random(in: 0..<12) == 0

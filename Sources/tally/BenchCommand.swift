@@ -146,12 +146,26 @@ enum BenchCommand {
         + benchmarks.map { $0.name.padding(to: 14) + $0.about + "\n" + $0.options.help }.joined(separator: "\n\n")
 
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
-        guard let which = args.first, which != "--help", which != "help" else { print(help); return 0 }
+        guard let which = args.first, !which.hasPrefix("-"), which != "help" else {
+            guard args.first != nil else { print(help); return 0 }
+            // `tally bench --help` takes the options it lists: every benchmark's.
+            let a = try Arguments(args.first == "help" ? args.dropFirst() : args, command: "bench",
+                                  options: OptionTable(column: 24, benchmarks.flatMap(\.options.options)))
+            guard a.flag("help") || args.first == "help" else {
+                throw UsageError(message: "bench needs a benchmark: echo, connections, fanout, cross-hub, writes, startup, soak or history")
+            }
+            print(help)
+            return 0
+        }
         guard let bench = benchmarks.first(where: { $0.name == which }) else {
             throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, cross-hub, writes, startup, soak or history")
         }
         let a = try Arguments(args.dropFirst(), command: "bench \(which)", options: bench.options)
-        if a.flag("help") { print(help); return 0 }
+        if a.flag("help") {
+            // This benchmark's section: the options this parser takes.
+            print("Usage: tally bench \(bench.name) [options]\n\n" + bench.name.padding(to: 14) + bench.about + "\n" + bench.options.help)
+            return 0
+        }
         try a.noPositionals("bench \(which)")
         let run = try bench.parse(a)
         let report: BenchRun.Report

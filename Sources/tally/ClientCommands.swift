@@ -13,6 +13,13 @@ enum ClientCommands {
 
     static let commonOptions = "Common options:\n\(HubAccess.options.help)\n\(options.help)"
 
+    /// The options of `options` each command takes (its help names them):
+    /// the parser accepts exactly these, `--json` and `HubAccess.options`.
+    static let takes: [String: Set<String>] = [
+        "get": ["json", "path"], "set": ["json", "if-version", "idem"], "del": ["json", "if-version", "idem"],
+        "watch": ["json", "path", "since"], "list": ["json", "at"], "emit": ["json"], "on": ["json"],
+    ]
+
     static let helps: [String: String] = [
         "get": "Usage: tally get NAME [--path P] [--json]\n\nPrints the record's data (or the value at --path). With --json: {\"name\",\"version\",\"seq\",\"data\"}.",
         "set": "Usage: tally set NAME [PATH] VALUE [--if-version N] [--idem KEY] [--json]\n\nSets the whole record (VALUE is a JSON object) or the value at PATH (dot and\nbracket syntax: items[2].qty). VALUE is JSON; a bare word is taken as a string.\n  --if-version N   refuse unless the record is at version N (0: must not exist)\n  --idem KEY       idempotency key: a retry with the same key applies once",
@@ -24,7 +31,7 @@ enum ClientCommands {
     ]
 
     static func run(_ command: String, _ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: command, options: options, HubAccess.options)
+        let a = try Arguments(args, command: command, options: options.only(takes[command] ?? ["json"]), HubAccess.options)
         if a.flag("help") {
             print(helps[command]! + "\n\n" + commonOptions)
             return 0

@@ -7,9 +7,9 @@ import TallyCommandLine
 extension IntakeCommand {
     static func status(_ args: ArraySlice<String>) throws -> Int32 {
         // The options of every intake command: `--server` and `--quiet`
-        // change nothing here, but `tally intake --help` lists them.
+        // change nothing here, but its help lists them (as the others' do).
         let a = try Arguments(args, command: "intake status", options: options, HubAccess.options)
-        if a.flag("help") { print(help); return 0 }
+        if a.flag("help") { print(subHelps["status"]!); return 0 }
         guard a.positionals.count <= 1 else {
             throw UsageError(message: "intake status takes at most one JOB, not \(a.positionals.count)")
         }

@@ -26,12 +26,11 @@ enum IntakeCommand {
         Option("quiet", nil, "no stage lines on stderr"),
     ])
 
-    static let help = """
+    static let usageNew = """
     Usage: tally intake new --photo FILE [--photo FILE …] [--code C] [--location L]
                             [--gps LAT,LON] [--receive N] [--json]
-           tally intake resume [JOB] [--json]
-           tally intake status [JOB] [--json]
-
+    """
+    static let aboutNew = """
     new      copies the photos (1 to 12 JPEG, PNG, WebP, GIF or HEIC files) into
              the outbox, then runs the job's stages against the hub:
                resolve    (with --code) the item the code names, or a new one
@@ -42,10 +41,13 @@ enum IntakeCommand {
                done       → done; with --receive N, N more in the item's stock
              Prints the job id, then (last line) the record name intake/<job>.
     \(newOptions.help)
+    """
+    static let aboutResume = """
     resume   continues every unfinished job for this hub (or JOB) from its last
              confirmed stage; safe to run any number of times.
-    status   shows each job's stages (confirmed, pending, failed) and ids.
-
+    """
+    static let aboutStatus = "status   shows each job's stages (confirmed, pending, failed) and ids."
+    static let footer = """
     Options:
     \(options.help)
     \(HubAccess.options.help)
@@ -55,9 +57,23 @@ enum IntakeCommand {
     record failed. Exit status: 0 done, 1 failed or interrupted, 2 usage error.
     """
 
+    /// `tally intake --help`: every subcommand.
+    static let help = usageNew + "\n       tally intake resume [JOB] [--json]\n       tally intake status [JOB] [--json]\n\n"
+        + aboutNew + "\n" + aboutResume + "\n" + aboutStatus + "\n\n" + footer
+
+    /// `tally intake SUB --help`: that subcommand and exactly the options it takes.
+    static let subHelps: [String: String] = [
+        "new": usageNew + "\n\n" + aboutNew + "\n\n" + footer,
+        "resume": "Usage: tally intake resume [JOB] [--json]\n\n" + aboutResume + "\n\n" + footer,
+        "status": "Usage: tally intake status [JOB] [--json]\n\n" + aboutStatus + "\n\n" + footer,
+    ]
+
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let sub = args.first, !sub.hasPrefix("-") else {
-            if args.first == "--help" || args.first == "-h" {
+            if args.first == "-h" { print(help); return 0 }
+            // `tally intake --help` lists every subcommand's options, and takes them.
+            if args.first != nil,
+               try Arguments(args, command: "intake", options: newOptions, options, HubAccess.options).flag("help") {
                 print(help)
                 return 0
             }
@@ -77,7 +93,7 @@ enum IntakeCommand {
     static func new(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "intake new", options: newOptions, options, HubAccess.options)
         let photoPaths = a.strings("photo")
-        if a.flag("help") { print(help); return 0 }
+        if a.flag("help") { print(subHelps["new"]!); return 0 }
         try a.noPositionals("intake new")
         guard !photoPaths.isEmpty else {
             throw UsageError(message: "intake new needs at least one --photo FILE")
@@ -117,7 +133,7 @@ enum IntakeCommand {
 
     static func resume(_ args: ArraySlice<String>) throws -> Int32 {
         let a = try Arguments(args, command: "intake resume", options: options, HubAccess.options)
-        if a.flag("help") { print(help); return 0 }
+        if a.flag("help") { print(subHelps["resume"]!); return 0 }
         guard a.positionals.count <= 1 else {
             throw UsageError(message: "intake resume takes at most one JOB, not \(a.positionals.count)")
         }

@@ -20,6 +20,13 @@ enum MirrorCommand {
         Option("reason", "TEXT"), Option("json"), Option("lists"), Option("all"),
     ])
 
+    /// The options of `options` each local command takes (its help names
+    /// them); the parser accepts exactly these and `--store`.
+    static let takes: [String: Set<String>] = [
+        "get": ["path", "json"], "set": ["if-version", "idem", "reason", "json"], "del": ["if-version", "idem", "json"],
+        "ls": ["lists", "json"], "status": ["json"], "conflicts": ["all", "take", "json"],
+    ]
+
     static let usage = """
     Usage: tally mirror <command> [--store FILE] [options]
 
@@ -113,8 +120,10 @@ enum MirrorCommand {
         seq applied, writes waiting in the outbox, writes the hub refused,
         open conflicts, the last error and, while the run resyncs, its phase
         and progress (waiting, connecting, receiving, applying, replaying).
-        --json keys: online, running, server, lastSeq, outbox, failed,
-        conflicts, lastError, lastErrorAt, patterns, client, store, resync
+        Each refused write is listed with the hub's reason (it stays in the
+        outbox as failed). --json keys: online, running, server, lastSeq,
+        outbox, failed, refused ([{"id","name","op","error"}…], oldest
+        first), conflicts, lastError, lastErrorAt, patterns, client, store, resync
         ({"phase","target","done","total"}; total null when not known; null
         when no resync runs).
         """,
@@ -135,7 +144,9 @@ enum MirrorCommand {
 
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let sub = args.first, !sub.hasPrefix("-") else {
-            if args.contains("--help") || args.contains("-h") {
+            if args.first == "-h" { print(usage); return 0 }
+            // Checked like a command's: `tally mirror --help --json` is refused.
+            if try Arguments(args, command: "mirror", options: storeOptions).flag("help") {
                 print(usage)
                 return 0
             }
@@ -146,7 +157,7 @@ enum MirrorCommand {
         case "run":
             return try MirrorRunCommand.run(rest)
         case "get", "set", "del", "ls", "status", "conflicts":
-            let a = try Arguments(rest, command: "mirror \(sub)", options: options, storeOptions)
+            let a = try Arguments(rest, command: "mirror \(sub)", options: options.only(takes[sub]!), storeOptions)
             if a.flag("help") {
                 print(helps[sub]! + "\n\n" + storeOptions.help)
                 return 0

@@ -32,7 +32,8 @@ enum OrderCommand {
     ])
 
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
-        let a = try Arguments(args, command: "order", options: options, ClientCommands.options, HubAccess.options)
+        let a = try Arguments(args, command: "order", options: options, ClientCommands.options.only(["json"]),
+                              HubAccess.options)
         if a.flag("help") || a.positionals.isEmpty {
             print(help + "\n\n" + ClientCommands.commonOptions)
             return a.flag("help") ? 0 : 2

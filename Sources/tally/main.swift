@@ -21,7 +21,15 @@ let commands: [(name: String, about: String, run: (ArraySlice<String>) throws ->
     ("verify", "compare a mirror with the hub", VerifyCommand.run),
     ("echo-check", "check a WebSocket echo endpoint message by message", EchoCheckCommand.run),
     ("bench", "benchmarks: echo round trips, idle connection memory", BenchCommand.run),
-    ("help", "show this help; 'tally <command> --help' for a command", { _ in print(usage); return 0 }),
+    ("help", "show this help; 'tally help <command>' for a command's", { args in
+        // Takes no options; `tally help CMD` is `tally CMD --help`.
+        let a = try Arguments(args, command: "help")
+        guard let name = a.positionals.first else { print(usage); return 0 }
+        guard a.positionals.count == 1, let entry = commands.first(where: { $0.name == name && $0.name != "help" }) else {
+            throw UsageError(message: "tally help takes one command name, e.g. tally help order")
+        }
+        return try entry.run(["--help"])
+    }),
 ]
 
 let usage = "Usage: tally <command> [options]\n\nCommands:\n"

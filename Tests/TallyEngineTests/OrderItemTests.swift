@@ -64,3 +64,68 @@ struct OrderCheckStockTests {
         }
     }
 }
+
+@Suite("Orders: the item must exist")
+struct OrderItemExistsTests {
+    @Test func anOrderForAMissingItemIsRefusedWhenMade() throws {
+        let hub = WorkflowHarness()
+        let error = hub.error([Write(name: "orders/typo", action: .set(order("items/drlil-01")))], as: staff)
+        #expect(error?.code == .notFound)
+        #expect(error?.details["item"] == "items/drlil-01")
+        #expect(error?.message.contains("items/drlil-01") == true && error?.message.contains("create the item") == true)
+        #expect(hub.data("orders/typo") == nil && hub.data("stats/orders") == nil)
+        // A receive order too: stock cannot come in to nothing.
+        #expect(hub.error([Write(name: "orders/in", action: .set(order("items/drlil-01", kind: "receive")))], as: staff)?.code == .notFound)
+    }
+
+    @Test func inAnAtomicWriteTheItemMayBeMadeFirst() throws {
+        let hub = WorkflowHarness()
+        try hub.apply([Write(name: "items/new", action: .set(["stock": 1])),
+                       Write(name: "orders/1", action: .set(order("items/new")))], as: admin, atomic: true)
+        #expect(hub.stage("orders/1") == "received")
+        // Made at a path counts too; deleted before the order does not.
+        try hub.apply([Write(name: "items/p", action: .setPath(try RecordPath(parsing: "stock"), 2)),
+                       Write(name: "orders/2", action: .set(order("items/p")))], as: admin, atomic: true)
+        let error = hub.error([Write(name: "items/new", action: .delete),
+                               Write(name: "orders/3", action: .set(order("items/new")))], as: admin, atomic: true)
+        #expect(error?.code == .notFound && error?.details["index"] == 1 && error?.details["item"] == "items/new")
+        // The order first and the item after it: refused.
+        let late = hub.error([Write(name: "orders/4", action: .set(order("items/late"))),
+                              Write(name: "items/late", action: .set(["stock": 1]))], as: admin, atomic: true)
+        #expect(late?.code == .notFound && late?.details["index"] == 0)
+    }
+
+    @Test func aPlainWriteMayNotPointAnOrderAtAMissingItem() throws {
+        let hub = WorkflowHarness()
+        try hub.apply([Write(name: "items/drill", action: .set(["stock": 10]))], as: admin)
+        try hub.apply([Write(name: "orders/1", action: .set(order()))], as: staff)
+        let item = try RecordPath(parsing: "item")
+        let refusals: [Write] = [
+            Write(name: "orders/1", action: .set(order("items/gone"))),
+            Write(name: "orders/1", action: .merge(["item": "items/gone"])),
+            Write(name: "orders/1", action: .setPath(item, "items/gone")),
+            Write(name: "orders/1", action: .advance(Advance(data: ["item": "items/gone"]))),
+        ]
+        for write in refusals {
+            let error = hub.error([write], as: staff)
+            #expect(error?.code == .notFound && error?.details["item"] == "items/gone", "\(write.action)")
+        }
+        #expect(hub.data("orders/1")?["item"] == "items/drill" && hub.stage("orders/1") == "received")
+        // To an item that exists: fine.
+        try hub.apply([Write(name: "items/saw", action: .set(["stock": 10]))], as: admin)
+        try hub.apply([Write(name: "orders/1", action: .merge(["item": "items/saw"]))], as: staff)
+    }
+
+    @Test func anItemDeletedLaterLeavesTheOrderEditableAndFailsItsDelivery() throws {
+        let hub = WorkflowHarness()
+        try hub.apply([Write(name: "items/drill", action: .set(["stock": 10]))], as: admin)
+        try hub.apply([Write(name: "orders/1", action: .set(order()))], as: staff)
+        try hub.apply([Write(name: "items/drill", action: .delete)], as: admin)
+        // Its item is not looked up again while it stays the same.
+        try hub.apply([Write(name: "orders/1", action: .merge(["qty": 3]))], as: staff)
+        try hub.apply([advance("orders/1")], as: staff)
+        try hub.apply([advance("orders/1")], as: staff)
+        #expect(hub.error([advance("orders/1", to: "delivered")], as: staff)?.code == .notFound)
+        try hub.apply([advance("orders/1", to: "cancelled")], as: staff)
+    }
+}

@@ -43,6 +43,13 @@ final class WorkflowHarness {
     }
 
     func data(_ name: String) -> JSONObject? { state.record(named: name)?.data }
+
+    /// A record that was there before, with no change, seq or time spent
+    /// (an order's item, for tests that count seqs and times).
+    func put(_ name: String, _ data: JSONObject) {
+        state.records[Array(name.utf8)] = RecordState(name: name, version: 1, seq: 0, created: now, updated: now, data: data,
+                                                      dataBytes: JSONValue.object(data).serialized())
+    }
     func stage(_ name: String) -> String? { data(name)?["stage"]?.stringValue }
 
     /// Counts stages over every record under `prefix`, as a dashboard would.
@@ -72,6 +79,7 @@ func advance(_ name: String, to: String? = nil, from: String? = nil, reason: Str
 struct WorkflowTests {
     @Test func creatingAnOrderStampsItAndListsIt() throws {
         let hub = WorkflowHarness()
+        hub.put("items/drill", ["stock": 100])
         try hub.apply([Write(name: "orders/1", action: .set(order()))], as: staff)
         let data = try #require(hub.data("orders/1"))
         #expect(data["stage"] == "received")
@@ -136,6 +144,7 @@ struct WorkflowTests {
 
     @Test func historyStatsAndConflicts() throws {
         let hub = WorkflowHarness()
+        hub.put("items/drill", ["stock": 100])
         try hub.apply([Write(name: "orders/1", action: .set(order()))], as: staff)
         let changes = try hub.apply([advance("orders/1", from: "received")], as: staff)
         #expect(hub.stage("orders/1") == "in-progress")
@@ -154,6 +163,7 @@ struct WorkflowTests {
 
     @Test func plainWritesCannotMoveTheStage() throws {
         let hub = WorkflowHarness()
+        try hub.apply([Write(name: "items/drill", action: .set(["stock": 100]))], as: admin)
         try hub.apply([Write(name: "orders/1", action: .set(order()))], as: staff)
         var moved = order()
         moved["stage"] = "delivered"
@@ -284,8 +294,9 @@ struct WorkflowTests {
         #expect(hub.data("intake/j1")?["reason"] == "camera broke")
     }
 
-    @Test func workflowRecordsChangeOncePerWrite() {
+    @Test func workflowRecordsChangeOncePerWrite() throws {
         let hub = WorkflowHarness()
+        try hub.apply([Write(name: "items/drill", action: .set(["stock": 100]))], as: admin)
         let error = hub.error([Write(name: "orders/1", action: .set(order())), advance("orders/1")], as: staff, atomic: true)
         #expect(error?.code == .badField)
         #expect(error?.details["index"] == 1)
@@ -311,6 +322,7 @@ struct AccessTests {
 
     @Test func clientsCreateOrdersAndSeeOnlyTheirOwn() throws {
         let hub = WorkflowHarness()
+        try hub.apply([Write(name: "items/drill", action: .set(["stock": 100]))], as: admin)
         try hub.apply([Write(name: "orders/mine", action: .set(order()))], as: customer)
         try hub.apply([Write(name: "orders/theirs", action: .set(order()))], as: staff)
         let policy = AccessPolicy()

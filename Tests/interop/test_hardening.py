@@ -95,6 +95,7 @@ def test_cross_origin_upgrade_and_simple_post_are_refused_in_open_mode(tally):
     assert local.status == 101
 
     topic, entry_list, order = f"t-{uid()}", f"l-{uid()}", f"orders/{uid()}"
+    SyncClient(tally).ok("set", name="items/x", data={"stock": 1})
     SyncClient(tally).ok("set", name=order, data={"item": "items/x", "qty": 1})
     watcher = SyncClient(tally)
     watcher.ok("subscribe", topic=topic)

@@ -1176,3 +1176,48 @@ def test_hub_reports_the_mirror_in_admin_clients_and_metrics(tally, proxies, mir
     metrics = rest(tally, "GET", "/metrics").body.decode()
     for metric in ("tally_client_lag_max", "tally_client_outbox_total", "tally_clients"):
         assert any(line.startswith(metric) for line in metrics.splitlines()), f"/metrics has no {metric}"
+
+
+# --------------------------------------------------------------------------
+# A replayed order for an item that does not exist
+
+
+def test_an_order_for_a_missing_item_is_refused_on_replay_and_reported(tally, proxies, mirrors):
+    """The hub refuses an order whose item does not exist when it is made
+    (`not_found` naming the item). Made offline in a mirror and replayed,
+    the refusal is kept: `mirror status` counts it as failed, lists it with
+    the hub's reason (`refused`, and in the text) and says it in lastError;
+    the local copy drops the order, the hub never has it, and the writes
+    around it go through."""
+    assert put_record(tally, "items/drill-01", {"name": "Drill", "stock": 5}).status == 201
+    prefixes = ["orders/", "items/"]
+    proxy = proxies(tally)
+    mirror = mirrors(proxy.url, *prefixes)
+    start_synced(mirror, tally, prefixes)
+
+    go_offline(proxy, mirror)
+    mirror.set("orders/before", json.dumps({"item": "items/drill-01", "qty": 1}))
+    mirror.set("orders/typo", json.dumps({"item": "items/drlil-01", "qty": 2}))
+    mirror.set("orders/after", json.dumps({"item": "items/drill-01", "qty": 1}))
+    assert mirror.get("orders/typo") is not None  # offline, the local copy has it
+    proxy.passthrough()
+
+    status = wait_until(lambda: (lambda s: s if status_field(s, "failed") == 1 and status_field(s, "outbox") == 0
+                                 else None)(mirror.status()),
+                        CONVERGE_TIMEOUT, lambda: f"the refused order to be set aside\n{mirror.describe()}")
+    last_error = status_field(status, "lastError")
+    assert "not_found" in last_error and "items/drlil-01" in last_error and "orders/typo" in last_error, status
+    refused = status["refused"]
+    assert [(r["name"], r["op"]) for r in refused] == [("orders/typo", "set")], status
+    assert "items/drlil-01" in refused[0]["error"] and "not_found" in refused[0]["error"], status
+    text = mirror.cli("status")
+    assert text.rc == 0 and "orders/typo" in text.out and "items/drlil-01" in text.out, text
+    assert "refused" in mirror.log(20000) and "items/drlil-01" in mirror.log(20000)
+
+    assert get_record(tally, "orders/typo").status == 404
+    assert get_record(tally, "orders/before").json()["data"]["stage"] == "received"
+    assert get_record(tally, "orders/after").json()["data"]["stage"] == "received"
+    wait_until(lambda: mirror.get("orders/typo") is None, CONVERGE_TIMEOUT,
+               lambda: f"the local copy to drop the refused order\n{mirror.describe()}")
+    status = converge(mirror, tally, prefixes)
+    assert status_field(status, "failed") == 1, status

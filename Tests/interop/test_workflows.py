@@ -993,3 +993,70 @@ def test_check_stock_refuses_an_issue_order_over_stock_on_every_path(tally, clie
     out = cli_ok(tally, "order", "new", item, "--qty", "3", "--check-stock")
     assert record(client, out.strip().splitlines()[-1].strip())["data"]["qty"] == 3
     assert record(client, item)["data"]["stock"] == 3
+
+
+# --------------------------------------------------------------------------
+# An order's item must exist when the order is made
+
+
+def test_an_order_for_a_missing_item_is_refused_on_every_write_path(tally, client):
+    typo = f"items/drlil-{uid()}"
+
+    def refused_cleanly(error, order):
+        assert error["item"] == typo, error
+        assert typo in error["message"] and "create the item" in error["message"], error
+        expect_error(client.request("get", name=order), "not_found", f"{order} after the refusal")
+
+    before = client.ok("get", name="stats/orders") if client.request("get", name="stats/orders").get("ok") else None
+    # WebSocket set.
+    refused_cleanly(expect_error(client.request("set", name="orders/ws-typo", data={"item": typo, "qty": 2}),
+                                 "not_found"), "orders/ws-typo")
+    # Inside an atomic write: nothing of it lands; an item made earlier in
+    # the same write counts.
+    error = expect_error(client.request("write", ops=[
+        {"op": "set", "name": "notes/with-typo", "data": {"x": 1}},
+        {"op": "set", "name": "orders/w-typo", "data": {"item": typo, "qty": 2}}]), "not_found")
+    assert error["index"] == 1, error
+    refused_cleanly(error, "orders/w-typo")
+    expect_error(client.request("get", name="notes/with-typo"), "not_found")
+    made = f"items/made-{uid()}"
+    client.ok("write", ops=[{"op": "set", "name": made, "data": {"stock": 1}},
+                            {"op": "set", "name": "orders/w-made", "data": {"item": made, "qty": 1}}])
+    # REST PUT: 404 with the same error.
+    response = rest(tally, "PUT", "/v1/records/orders/rest-typo", {"item": typo, "qty": 2})
+    assert (response.status, response.error_code()) == (404, "not_found"), response.body
+    refused_cleanly(response.json()["error"], "orders/rest-typo")
+    # CLI: exit 1 with the hub's message.
+    rc, out, err = tally_cli(tally, "order", "new", typo, "--qty", "2")
+    assert rc == 1 and "not_found" in out + err and typo in out + err, (rc, out, err)
+    # Nothing was counted or listed.
+    after = client.ok("get", name="stats/orders")
+    assert after["data"]["total"] == (before["data"]["total"] if before else 0) + 1, after
+    assert client.ok("get", list="orders")["entries"] == ["orders/w-made"]
+
+
+def test_a_plain_write_may_not_point_an_order_at_a_missing_item(tally, client):
+    item = new_item(client, stock=5)
+    order = new_order(client, item, qty=2)
+    version = record(client, order)["version"]
+    typo = f"items/gone-{uid()}"
+    data = {k: v for k, v in record(client, order)["data"].items()}
+    attempts = [
+        ("set", {"name": order, "data": {**data, "item": typo}}),
+        ("merge", {"name": order, "data": {"item": typo}}),
+        ("set", {"name": order, "path": "item", "value": typo}),
+        ("advance", {"name": order, "data": {"item": typo}}),
+    ]
+    for op, fields in attempts:
+        error = expect_error(client.request(op, **fields), "not_found", f"{op} {fields}")
+        assert error["item"] == typo, error
+    response = rest(tally, "PATCH", record_path(order), {"item": typo})
+    assert (response.status, response.error_code()) == (404, "not_found"), response.body
+    assert record(client, order)["version"] == version
+    # An item deleted after the order was made: the order stays editable,
+    # and only its delivery fails with not_found.
+    client.ok("merge", name=order, data={"note": "still fine"})
+    drive(client, order, ["in-progress", "ready"])
+    client.ok("delete", name=item)
+    client.ok("merge", name=order, data={"qty": 1})
+    assert expect_error(client.request("advance", name=order, to="delivered"), "not_found")

@@ -366,6 +366,14 @@ export async function runClientChecks({ url, WebSocket } = {}) {
     assert((await b.get("items/chk")).data.stock === 3, "delivery took the stock");
     const stale = await refusal(b.advance("orders/chk-2", { from: "ready" }));
     assert(stale.code === "conflict" && stale.details.stage === "received", JSON.stringify(stale.details));
+    // set's options carry checkStock: an issue order over the stock is refused when made.
+    const short = await refusal(b.set("orders/chk-3", { item: "items/chk", qty: 4 }, { version: 0, checkStock: true }));
+    assert(short.code === "insufficient_stock" && short.details.stock === 3 && short.details.needed === 4,
+      JSON.stringify(short.details));
+    await b.set("orders/chk-3", { item: "items/chk", qty: 3 }, { version: 0, checkStock: true });
+    // An order for an item that does not exist is refused when made.
+    const missing = await refusal(b.set("orders/chk-4", { item: "items/chk-typo", qty: 1 }));
+    assert(missing.code === "not_found" && missing.details.item === "items/chk-typo", JSON.stringify(missing.details));
   });
 
   await check("a mirror's conflict is settled in one atomic write", async () => {
