@@ -12,9 +12,9 @@
 // orders, done and failed jobs stay; default 30).
 
 import { Tally, State, TallyError, defaultURL } from "/js/tally.js";
+import { startCounter } from "./counter.js";
 import { $, el, duration } from "./ui.js";
 import { followConflicts } from "./conflicts.js";
-import { startCounter } from "./counter.js";
 
 const params = new URLSearchParams(location.search);
 const LINGER_MS = Math.max(0, Number(params.get("linger") ?? 30)) * 1000;
