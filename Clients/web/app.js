@@ -11,8 +11,8 @@
 // Query parameters: ?linger=SECONDS (how long delivered and cancelled
 // orders, done and failed jobs stay; default 30).
 
-import { Tally, State, TallyError, defaultURL } from "/js/tally.js";
 import { startCounter } from "./counter.js";
+import { Tally, State, TallyError, defaultURL } from "/js/tally.js";
 import { $, el, duration } from "./ui.js";
 import { followConflicts } from "./conflicts.js";
 
