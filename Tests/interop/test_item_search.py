@@ -103,3 +103,18 @@ def test_search_is_read_checked(tally_factory):
     page = rest(server, "GET", "/v1/items", headers={"Authorization": f"Bearer {tokens['none']}"})
     assert page.status == 403 and page.error_code() == "forbidden", page.body[:300]
     assert rest(server, "GET", "/v1/items?q=bench").status == 401
+
+
+def test_search_on_postgresql_across_hubs(tally_factory, pg_database):
+    """The word index lives in the store: on PostgreSQL a second hub of the
+    same database finds what the first wrote, and a rename moves it."""
+    first = tally_factory("--store", pg_database)
+    second = tally_factory("--store", pg_database)
+    put_record(first, "items/drill-01", {"name": "Cordless drill", "serials": ["SN-1"]})
+    put_record(first, "items/saw", {"name": "Band saw"})
+    for hub in (first, second):
+        assert found(hub, q("cordl")) == ["items/drill-01"]
+        assert found(hub, q("SN-1")) == ["items/drill-01"]
+    put_record(second, "items/saw", {"name": "Circular saw"})
+    assert found(first, q("circ")) == ["items/saw"]
+    assert found(first, q("band")) == []
