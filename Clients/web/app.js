@@ -339,7 +339,10 @@ hub.on("message", (message) => {
 });
 
 hub.on("error", (error) => {
-  if (error?.code === "forbidden") notice(`This token's role (${hub.role}) may not see everything here: ${error.message}`);
+  if (error?.code === "forbidden") {
+    notice(`This token's role (${hub.role}) may not see everything here: ${error.message}`
+      + (hub.role === "client" ? " Your own orders are under “My orders”." : ""));
+  }
 });
 
 /** Who the board acts as, in words: the user and role on a hub with users;

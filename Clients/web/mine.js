@@ -184,10 +184,19 @@ const explain = (failure) => `${failure.message}${failure.code ? ` (${failure.co
 /** The item a typed text names: a record name (`items/…`) as it is, else
  *  the item a code resolves to (GET /v1/resolve/{code}). */
 async function resolveItem(text) {
-  if (text.startsWith("items/")) return text;
+  if (text.startsWith("items/")) {
+    // Its name for the answer, when it can be read; whether it exists is
+    // the hub's to say when the order is made.
+    const envelope = await hub.get(text).catch(() => null);
+    if (envelope) items.set(text, envelope);
+    return text;
+  }
   const response = await fetch(`/v1/resolve/${encodeURIComponent(text)}`, { headers: authHeaders() });
   const body = await response.json().catch(() => null);
-  if (response.ok && body?.found && typeof body.name === "string") return body.name;
+  if (response.ok && body?.found && typeof body.name === "string") {
+    if (body.record) items.set(body.name, body.record);
+    return body.name;
+  }
   const error = body?.error ?? {};
   if (error.code === "not_found") throw new TallyError("not_found", `No item has the code “${text}”: type its record name (items/…) or another code.`);
   throw new TallyError(error.code ?? "failed", error.message ?? `The hub answered ${response.status}.`);
