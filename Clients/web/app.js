@@ -20,6 +20,8 @@ const LINGER_MS = Math.max(0, Number(params.get("linger") ?? 30)) * 1000;
 /** How many finished records per board the "recently finished" query keeps. */
 const RECENT = 20;
 const TOKEN_KEY = "tally.token";
+/** How long a card whose record left one query waits for another to take it. */
+const LEAVE_GRACE_MS = 300;
 
 // The shipped workflows; replaced by the hub's own (GET /v1/workflows) once read.
 let ORDER_TRACK = ["received", "in-progress", "ready", "delivered"];
@@ -433,8 +435,21 @@ function followQueries(prefix, open, terminal, map, board, make) {
     } else {
       for (const name of new Set([...changes.entered, ...changes.changed, ...changes.left])) {
         const record = lookup(name);
-        if (record) map.set(name, record); else map.delete(name);
-        place(record ?? { name }, board, make, { flash: true });
+        if (record) {
+          map.set(name, record);
+          place(record, board, make, { flash: true });
+        } else if (map.has(name)) {
+          // Gone from this query: a record that finishes leaves the open
+          // query and enters the finished one in two messages. Its card
+          // goes only if no query has it a moment later, so it is the same
+          // card (and keeps the focus) when it only moved.
+          setTimeout(() => {
+            if (lookup(name) || !map.has(name)) return;
+            map.delete(name);
+            place({ name }, board, make);
+            followItems();
+          }, LEAVE_GRACE_MS);
+        }
       }
     }
     followItems();

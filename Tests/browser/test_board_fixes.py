@@ -3,7 +3,8 @@
 - a push that changes an order's item (its stock, a field the card does not
   show) updates the card in place: the same element stays attached, the
   focused button keeps the focus, nothing in the card changes when nothing
-  it shows changed, and a click at that moment works;
+  it shows changed, and a click at that moment works; a finished order
+  (which moves from the open query to the finished one) keeps its card;
 - at 1,280 and 1,400 px and on a phone-sized window a card's buttons stay
   on one line, inside the card, and the parts of a card do not overlap;
 - progress is drawn as steps (received → in progress → ready → delivered),
@@ -71,6 +72,16 @@ def test_a_change_to_the_item_keeps_the_card_and_its_focus(hubs, browser, tmp_pa
     assert card(driver, order) == element, "an advance updates the same card too"
     assert element.find_element(By.CSS_SELECTOR, "button.advance").text == "Mark ready"
     assert progress_value(element) == 1
+
+    # Finishing moves the record from the open query to the finished one
+    # (two messages): still the same card.
+    for stage in ("ready", "delivered"):
+        status, body = http_json(server, "POST", f"/v1/records/{order}/advance", {"to": stage})
+        assert status == 200, body
+        wait_until(f"the card at {stage}", lambda: card_stage(driver, order) == stage)
+        assert card(driver, order) == element, f"the same card at {stage}"
+    assert element.get_attribute("data-terminal") == "true"
+    assert not element.find_elements(By.CSS_SELECTOR, "button"), "a delivered order has no buttons"
 
 
 def test_an_armed_cancel_survives_an_item_change(hubs, browser, tmp_path):
