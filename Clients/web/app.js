@@ -13,7 +13,7 @@
 
 import { startCounter } from "./counter.js";
 import { Tally, State, TallyError, defaultURL } from "/js/tally.js";
-import { $, el, duration } from "./ui.js";
+import { $, el, duration, morph, progressSteps } from "./ui.js";
 import { followConflicts } from "./conflicts.js";
 
 const params = new URLSearchParams(location.search);
@@ -21,6 +21,8 @@ const LINGER_MS = Math.max(0, Number(params.get("linger") ?? 30)) * 1000;
 /** How many finished records per board the "recently finished" query keeps. */
 const RECENT = 20;
 const TOKEN_KEY = "tally.token";
+/** How long a card whose record left one query waits for another to take it. */
+const LEAVE_GRACE_MS = 300;
 
 // The shipped workflows; replaced by the hub's own (GET /v1/workflows) once read.
 let ORDER_TRACK = ["received", "in-progress", "ready", "delivered"];
@@ -62,7 +64,8 @@ async function hubList() {
   }
 }
 
-const hub = new Tally(await hubList(), { token: localStorage.getItem(TOKEN_KEY) || undefined, client: "tally-board/1" });
+const CLIENT = "tally-board/1";
+const hub = new Tally(await hubList(), { token: localStorage.getItem(TOKEN_KEY) || undefined, client: CLIENT });
 window.tallyBoard = { hub }; // for the console and for tests
 
 const orders = new Map(); // name → envelope
@@ -120,14 +123,7 @@ function expired(envelope) {
   return terminalFor(envelope.name).has(stage) && hubNow() - stageSince(envelope) > LINGER_MS;
 }
 
-function progressBar(track, stage, before, what) {
-  const position = track.indexOf(stage) >= 0 ? track.indexOf(stage) : Math.max(0, track.indexOf(before));
-  return el("progress", {
-    max: track.length - 1, value: position,
-    "aria-label": `${what} progress`,
-    "aria-valuetext": `${label(stage)}: step ${position + 1} of ${track.length}`,
-  });
-}
+const progressBar = (track, stage, before, what) => progressSteps(track, stage, before, what, label);
 
 function orderCard(envelope) {
   const data = envelope.data ?? {};
@@ -158,14 +154,36 @@ function orderCard(envelope) {
     const buttons = el("div", { class: "buttons", hidden: !canAct() });
     if (next) {
       buttons.append(el("button", { type: "button", class: "advance", "data-to": next[0],
-        "aria-label": `${next[1]}: order ${short} (${itemName(data.item)})`, onclick: () => act(envelope.name, stage, next[0], card) }, next[1]));
+        "aria-label": `${next[1]}: order ${short} (${itemName(data.item)})`, onclick: pressAdvance }, next[1]));
     }
     buttons.append(el("button", { type: "button", class: "cancel danger", "aria-label": `Cancel order ${short}`,
-      onclick: (event) => confirmCancel(event.currentTarget, envelope.name, stage, card) }, "Cancel"));
+      onclick: pressCancel }, "Cancel"));
     card.append(buttons);
   }
   card.append(el("p", { class: "error", role: "alert", hidden: true }));
   return card;
+}
+
+/** Button handlers read the record, its stage and the target from the card
+ *  as it is now: a card is updated in place, its buttons outlive a change. */
+function pressAdvance(event) {
+  const button = event.currentTarget;
+  const card = button.closest(".card");
+  act(card.dataset.record, card.dataset.stage, button.dataset.to, card);
+}
+function pressCancel(event) {
+  const card = event.currentTarget.closest(".card");
+  confirmCancel(event.currentTarget, card.dataset.record, card.dataset.stage, card);
+}
+
+/** An intake job's title: its item's name once the item has one, else the
+ *  code it was scanned with, else "New item" (an item the job is still to
+ *  create) — never the job's own id, which is shown small, as an order's is. */
+function jobTitle(data) {
+  const name = items.get(data.item)?.data?.name;
+  if (typeof name === "string" && name) return name;
+  if (typeof data.code === "string" && data.code) return data.code;
+  return data.item ? "New item" : "Intake job";
 }
 
 function jobCard(envelope) {
@@ -179,13 +197,14 @@ function jobCard(envelope) {
     class: "card job", "data-record": envelope.name, "data-stage": stage, "data-version": envelope.version,
     "data-terminal": String(INTAKE_TERMINAL.has(stage)), "aria-labelledby": `title-${envelope.name}`,
   },
-    el("h3", { id: `title-${envelope.name}` }, el("span", { class: "item" }, items.get(data.item)?.data?.name ?? `Intake ${short}`),
+    el("h3", { id: `title-${envelope.name}` }, el("span", { class: "item" }, jobTitle(data)),
       el("span", { class: "qty" }, photos.length ? `${photos.length} photo${photos.length === 1 ? "" : "s"}` : "")),
     progressBar(INTAKE_TRACK, stage, stageBefore(envelope), `Intake ${short}`),
     el("div", { class: "meta" },
       el("span", { class: "stage" }, label(stage)),
       el("span", { class: "since", "data-since": stageSince(envelope) }, duration(hubNow() - stageSince(envelope))),
-      data.location ? el("span", {}, String(data.location)) : null),
+      data.location ? el("span", { class: "location" }, String(data.location)) : null,
+      el("span", { class: "name" }, short)),
     failure ? el("p", { class: "reason" }, `Failed: ${failure}`) : null,
     photos.length ? el("div", { class: "thumbs" }, ...photos.slice(0, 12).map((sha, i) => thumb(sha, `Photo ${i + 1} of ${photos.length}, ${short}`))) : null,
   );
@@ -205,19 +224,30 @@ function place(envelope, board, make, { flash = false } = {}) {
   const lost = document.activeElement === document.body || document.activeElement === null;
   const focused = old?.contains(document.activeElement) ? document.activeElement.className.split(" ")[0]
     : lost ? old?.dataset.refocus ?? null : null;
-  const card = make(envelope);
+  const fresh = make(envelope);
   // Open records first, oldest first; finished ones after them, in the
   // order they finished, until they leave.
   const finished = terminalFor(envelope.name).has(envelope.data.stage);
-  card.dataset.order = `${finished ? 1 : 0}:${String(finished ? stageSince(envelope) : envelope.created ?? 0).padStart(15, "0")}:${envelope.name}`;
-  if (old && old.dataset.order === card.dataset.order) old.replaceWith(card);
-  else {
-    old?.remove();
-    const after = [...board.querySelectorAll(".card")].find((other) => other.dataset.order > card.dataset.order);
-    board.insertBefore(card, after ?? null);
+  fresh.dataset.order = `${finished ? 1 : 0}:${String(finished ? stageSince(envelope) : envelope.created ?? 0).padStart(15, "0")}:${envelope.name}`;
+  if (old?.dataset.refocus) fresh.dataset.refocus = old.dataset.refocus;
+  // The card stays the same element, updated where it changed: a push that
+  // changes nothing it shows (its item's stock elsewhere, a field it does
+  // not show) changes nothing in the page, and a press lands.
+  // Within one stage, what a press started stays: an armed Cancel, a
+  // button disabled while its advance is on its way, an error shown.
+  let card = fresh;
+  const previousOrder = old?.dataset.order;
+  if (old) {
+    const sameStage = old.dataset.stage === fresh.dataset.stage;
+    card = morph(old, fresh, (node) => sameStage && (node.dataset?.armed === "true" || node.disabled === true
+      || (node.classList?.contains("error") && !node.hidden)));
+  }
+  if (!old || previousOrder !== card.dataset.order || card.parentNode !== board) {
+    const after = [...board.querySelectorAll(".card")].find((other) => other !== card && other.dataset.order > card.dataset.order);
+    if (card.nextElementSibling !== after || card.parentNode !== board) board.insertBefore(card, after ?? null);
   }
   cards.set(envelope.name, card);
-  if (focused) (card.querySelector(`.${focused}`) ?? card.querySelector("button"))?.focus();
+  if (focused && !card.contains(document.activeElement)) (card.querySelector(`.${focused}`) ?? card.querySelector("button"))?.focus();
   if (flash) { card.classList.add("flash"); setTimeout(() => card.classList.remove("flash"), 900); }
   updateEmpty();
 }
@@ -300,7 +330,7 @@ hub.onState((state, detail) => {
 });
 
 hub.on("hello", () => {
-  $("who").textContent = hub.user ? `${hub.user} · ${hub.role}` : "";
+  $("who").textContent = whoLabel();
   for (const card of cards.values()) card.querySelector(".buttons")?.toggleAttribute("hidden", !canAct());
 });
 
@@ -312,8 +342,20 @@ hub.on("message", (message) => {
 });
 
 hub.on("error", (error) => {
-  if (error?.code === "forbidden") notice(`This token's role (${hub.role}) may not see everything here: ${error.message}`);
+  if (error?.code === "forbidden") {
+    notice(`This token's role (${hub.role}) may not see everything here: ${error.message}`
+      + (hub.role === "client" ? " Your own orders are under “My orders”." : ""));
+  }
 });
+
+/** Who the board acts as, in words: the user and role on a hub with users;
+ *  on an open hub (which names a connection after its hello's client, here
+ *  "tally-board/1") "open hub · admin". */
+function whoLabel() {
+  if (!hub.user) return "";
+  const open = hub.user === CLIENT || (hub.user === "anonymous" && !hub.token);
+  return open ? `open hub · ${hub.role}` : `${hub.user} · ${hub.role}`;
+}
 
 function notice(text) {
   $("notice").textContent = text ?? "";
@@ -394,8 +436,21 @@ function followQueries(prefix, open, terminal, map, board, make) {
     } else {
       for (const name of new Set([...changes.entered, ...changes.changed, ...changes.left])) {
         const record = lookup(name);
-        if (record) map.set(name, record); else map.delete(name);
-        place(record ?? { name }, board, make, { flash: true });
+        if (record) {
+          map.set(name, record);
+          place(record, board, make, { flash: true });
+        } else if (map.has(name)) {
+          // Gone from this query: a record that finishes leaves the open
+          // query and enters the finished one in two messages. Its card
+          // goes only if no query has it a moment later, so it is the same
+          // card (and keeps the focus) when it only moved.
+          setTimeout(() => {
+            if (lookup(name) || !map.has(name)) return;
+            map.delete(name);
+            place({ name }, board, make);
+            followItems();
+          }, LEAVE_GRACE_MS);
+        }
       }
     }
     followItems();

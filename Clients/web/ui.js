@@ -25,3 +25,63 @@ export function duration(ms) {
   const h = Math.floor(m / 60);
   return h < 48 ? `${h} h ${m % 60} min` : `${Math.floor(h / 24)} d ${h % 24} h`;
 }
+
+/** A record's progress as steps: one per stage of `track`, those passed
+ *  done, the current one marked (a side exit such as cancelled marks the
+ *  step it left from as stopped). A `<progress>` (value = the step's index,
+ *  max = the last) carries it for screen readers and scripts; the steps are
+ *  what the eye reads. `label` turns a stage into words. */
+export function progressSteps(track, stage, before, what, label) {
+  const onTrack = track.indexOf(stage) >= 0;
+  const position = onTrack ? track.indexOf(stage) : Math.max(0, track.indexOf(before));
+  const stopped = !onTrack && stage !== undefined && stage !== null;
+  return el("div", { class: "steps", "data-steps": track.length },
+    el("progress", {
+      class: "sr-only", max: track.length - 1, value: position,
+      "aria-label": `${what} progress`,
+      "aria-valuetext": `${label(stage)}: step ${position + 1} of ${track.length}`,
+    }),
+    el("ol", { "aria-hidden": "true" }, ...track.map((step, index) => el("li", {
+      "data-step": step,
+      "data-state": index < position ? "done" : index > position ? "todo" : stopped ? "stopped" : "current",
+    }, el("span", { class: "label" }, label(step))))));
+}
+
+/** Makes `target` look like `source` (a freshly built copy of it) while
+ *  keeping every node that stays: attributes are copied, text is changed
+ *  where it differs, children of the same tag and class are updated in
+ *  place, others inserted or removed. So the element, its buttons, the
+ *  keyboard focus and a press in flight survive an update that changes
+ *  nothing they show. Listeners stay those of the kept nodes: handlers must
+ *  read what they act on from the DOM, not from when they were made.
+ *  `keep(node)` true leaves a node as it is; an `<img>` showing the same
+ *  photo (`data-sha`) is always kept. */
+export function morph(target, source, keep = () => false) {
+  for (const { name } of [...target.attributes]) if (!source.hasAttribute(name)) target.removeAttribute(name);
+  for (const { name, value } of [...source.attributes]) if (target.getAttribute(name) !== value) target.setAttribute(name, value);
+  const wanted = [...source.childNodes];
+  let index = 0;
+  for (const node of wanted) {
+    let match = null;
+    for (let at = index; at < target.childNodes.length; at++) {
+      if (sameKind(target.childNodes[at], node)) { match = target.childNodes[at]; break; }
+    }
+    if (match) {
+      while (target.childNodes[index] !== match) target.childNodes[index].remove();
+      if (match.nodeType === Node.TEXT_NODE) { if (match.data !== node.data) match.data = node.data; }
+      else if (!keep(match) && !(match.tagName === "IMG" && match.dataset.sha === node.dataset.sha)) morph(match, node, keep);
+    } else {
+      target.insertBefore(node, target.childNodes[index] ?? null);
+    }
+    index++;
+  }
+  while (target.childNodes.length > index) target.lastChild.remove();
+  return target;
+}
+
+function sameKind(a, b) {
+  if (a.nodeType !== b.nodeType) return false;
+  if (a.nodeType !== Node.ELEMENT_NODE) return true;
+  const key = (node) => `${node.tagName}.${node.classList[0] ?? ""}.${node.dataset.step ?? ""}`;
+  return key(a) === key(b);
+}
