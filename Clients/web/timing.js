@@ -1,18 +1,18 @@
 // Stage timing drawn from a workflow's stats record (`stats/orders`,
 // `stats/intake`; PROTOCOL.md, "Stats records"), never from the records
 // themselves: per stage the records in it and, for the open stages, how long
-// they have waited there (average and longest, as bars that grow each second
-// with no write, from `enteredSum` and `oldestEntered`), and per terminal
-// stage the records finished per hour over the last day (24 bars, from
-// `finished`). Plain SVG; every chart has a text alternative with its figures.
+// they have waited there on average (a bar that grows each second with no
+// write, from `enteredSum`), and per terminal stage the records finished per
+// hour over the last day (24 bars, from `finished`). Plain SVG; every chart
+// has a text alternative with its figures.
 
 import { el, duration } from "./ui.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const HOUR = 3_600_000;
 const HOURS = 24;
-/** Wait scales: the smallest that holds the longest wait, so a bar grows
- *  as its records wait instead of always filling the width. */
+/** Wait scales: the smallest that holds the longest average, so a bar
+ *  grows as its records wait instead of always filling the width. */
 const SCALES = [60_000, 5 * 60_000, 15 * 60_000, HOUR, 4 * HOUR, 24 * HOUR, 7 * 24 * HOUR, 30 * 24 * HOUR];
 
 const svg = (tag, attributes = {}, ...children) => {
@@ -23,16 +23,17 @@ const svg = (tag, attributes = {}, ...children) => {
 };
 const titled = (text) => svg("title", {}, text);
 
-/** The waits in `stage` at `now` (ms, hub clock), or null when none wait. */
+/** The records waiting in `stage` and their average wait at `now` (ms,
+ *  hub clock), or null when none wait. */
 export function waits(stats, stage, now) {
   const count = stats?.counts?.[stage] ?? 0;
   const time = stats?.stageTime?.[stage];
   if (!count || typeof time?.enteredSum !== "number") return null;
-  const longest = typeof time.oldestEntered === "number" ? Math.max(0, now - time.oldestEntered) : null;
-  return { count, averageMs: Math.max(0, now - time.enteredSum / count), longestMs: longest };
+  return { count, averageMs: Math.max(0, now - time.enteredSum / count) };
 }
 
-/** Finished per hour for `stage`: 24 counts, the last for the hour holding `now`. */
+/** Finished per hour for `stage`: 24 counts, the last for the hour holding
+ *  `now` (the record's day ends with its newest finish, maybe hours ago). */
 export function perHour(stats, stage, now) {
   const finished = stats?.finished;
   const counts = new Array(HOURS).fill(0);
@@ -63,8 +64,7 @@ export function createTiming(list, { label = (stage) => stage, now = () => Date.
     let group = list.querySelector(`:scope > [data-stage="${CSS.escape(stage)}"]`);
     if (!group || group.classList.contains("terminal") !== terminal.has(stage)) {
       const bars = terminal.has(stage) ? null : svg("svg", { class: "wait", viewBox: "0 0 100 10", preserveAspectRatio: "none", role: "img" },
-        titled(""), svg("rect", { class: "longest", x: 0, y: 0, height: 10, width: 0 }),
-        svg("rect", { class: "average", x: 0, y: 2.5, height: 5, width: 0 }));
+        titled(""), svg("rect", { class: "average", x: 0, y: 0, height: 10, width: 0 }));
       group = el("div", { "data-stage": stage, class: terminal.has(stage) ? "terminal" : "open" },
         el("dt", {}, label(stage)),
         el("dd", {}, el("span", { class: "count" }, "0"), el("span", { class: "waits" }), bars));
@@ -75,23 +75,18 @@ export function createTiming(list, { label = (stage) => stage, now = () => Date.
   function drawWaits() {
     const at = now();
     const figures = stages.filter((stage) => !terminal.has(stage)).map((stage) => [stage, waits(stats, stage, at)]);
-    const most = Math.max(0, ...figures.map(([, wait]) => wait?.longestMs ?? wait?.averageMs ?? 0));
+    const most = Math.max(0, ...figures.map(([, wait]) => wait?.averageMs ?? 0));
     const scale = SCALES.find((limit) => most <= limit) ?? most;
     list.dataset.scaleMs = String(scale);
     for (const [stage, wait] of figures) {
       const group = list.querySelector(`:scope > [data-stage="${CSS.escape(stage)}"]`);
       if (!group) continue;
       const average = wait ? Math.round(wait.averageMs) : 0;
-      const longest = wait?.longestMs != null ? Math.round(wait.longestMs) : average;
       group.dataset.averageMs = String(average);
-      group.dataset.longestMs = String(longest);
-      const text = wait ? `⌀ ${duration(average)} · max ${duration(longest)}` : "";
-      group.querySelector(".waits").textContent = text;
+      group.querySelector(".waits").textContent = wait ? `⌀ ${duration(average)} waiting` : "";
       const chart = group.querySelector("svg.wait");
-      const width = (ms) => (Math.min(ms, scale) / scale * 100).toFixed(2);
-      chart.querySelector(".average").setAttribute("width", width(average));
-      chart.querySelector(".longest").setAttribute("width", width(longest));
-      const said = wait ? `${label(stage)}: ${wait.count} ${noun} waiting, on average ${duration(average)}, longest ${duration(longest)} (bar scale ${duration(scale)})`
+      chart.querySelector(".average").setAttribute("width", (Math.min(average, scale) / scale * 100).toFixed(2));
+      const said = wait ? `${label(stage)}: ${wait.count} ${noun} waiting ${duration(average)} on average (bar scale ${duration(scale)})`
         : `${label(stage)}: none waiting`;
       chart.setAttribute("aria-label", said);
       chart.querySelector("title").textContent = said;
@@ -100,7 +95,7 @@ export function createTiming(list, { label = (stage) => stage, now = () => Date.
 
   function drawPerHour() {
     const at = now();
-    const ends = [...terminal].filter((stage) => stages.includes(stage));
+    const ends = stages.filter((stage) => terminal.has(stage));
     const series = ends.map((stage) => [stage, perHour(stats, stage, at)]);
     const peak = Math.max(1, ...Array.from({ length: HOURS }, (_, index) => series.reduce((sum, [, counts]) => sum + counts[index], 0)));
     const totals = series.map(([stage, counts]) => [stage, counts.reduce((sum, count) => sum + count, 0)]);
