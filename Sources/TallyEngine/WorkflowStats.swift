@@ -199,7 +199,9 @@ public struct WorkflowStats: Sendable, Equatable {
         var inStage: [String: Int] = [:]
         for record in open {
             guard self.open.updateValue(record.created, forKey: ByteKey(record.name)) == nil else { return nil }
-            if oldest.map({ Self.older(record.created, record.name, than: $0) }) ?? true { oldest = record }
+            if oldest.map({ Self.older(record.created, record.name, than: $0) }) ?? true {
+                oldest = OpenRecord(name: record.name, created: record.created)
+            }
             if known, let stage = record.stage, let entered = record.entered {
                 guard workflow.isOpen(stage), counts[stage] != nil else { return nil }
                 inStage[stage, default: 0] += 1

@@ -189,6 +189,7 @@ struct WorkflowStatsTimingTests {
         let restored = try #require(WorkflowStats(restoring: record, open: Self.open(hub, flow), workflow: flow))
         #expect(restored.record(after: .init(), now: Self.updated(record)) == record)
         #expect(restored.enteredSum.filter { $0.value != 0 } == Self.recount(hub, flow).enteredSum.filter { $0.value != 0 })
+        #expect(restored.oldest == Self.recount(hub, flow).oldest)
         hub.stats[flow.prefix] = restored
         // Open records move on, some to their end.
         for record in Self.open(hub, flow).sorted(by: { $0.name < $1.name }).prefix(12) {
