@@ -83,7 +83,9 @@ export function createTiming(list, { label = (stage) => stage, now = () => Date.
       if (!group) continue;
       const average = wait ? Math.round(wait.averageMs) : 0;
       group.dataset.averageMs = String(average);
-      group.querySelector(".waits").textContent = wait ? `⌀ ${duration(average)} waiting` : "";
+      const waitsText = group.querySelector(".waits");
+      waitsText.textContent = wait ? `⌀ ${duration(average)}` : "";
+      waitsText.title = wait ? "average wait in this stage" : "";
       const chart = group.querySelector("svg.wait");
       chart.querySelector(".average").setAttribute("width", (Math.min(average, scale) / scale * 100).toFixed(2));
       const said = wait ? `${label(stage)}: ${wait.count} ${noun} waiting ${duration(average)} on average (bar scale ${duration(scale)})`
