@@ -15,6 +15,7 @@ import { startCounter } from "./counter.js";
 import { Tally, State, TallyError, defaultURL } from "/js/tally.js";
 import { $, el, duration, morph, progressSteps } from "./ui.js";
 import { followConflicts } from "./conflicts.js";
+import { createTiming } from "./timing.js";
 
 const params = new URLSearchParams(location.search);
 const LINGER_MS = Math.max(0, Number(params.get("linger") ?? 30)) * 1000;
@@ -297,17 +298,13 @@ function confirmCancel(button, name, stage, card) {
 
 // ---- stats --------------------------------------------------------------------
 
+// Counts, waits per stage and finished per hour: timing.js draws them.
+const timing = {
+  "order-stats": createTiming($("order-stats"), { label, now: hubNow, noun: "orders" }),
+  "intake-stats": createTiming($("intake-stats"), { label, now: hubNow, noun: "jobs" }),
+};
 function renderStats(target, stages, envelope) {
-  const stats = envelope?.data;
-  const list = $(target);
-  list.replaceChildren();
-  if (!stats) return;
-  for (const stage of stages) {
-    const count = stats.counts?.[stage] ?? 0;
-    const time = stats.stageTime?.[stage];
-    const avg = time && time.exits > 0 ? el("span", { class: "avg", title: `average time in ${label(stage)}` }, `⌀ ${duration(time.averageMs)}`) : null;
-    list.append(el("div", { "data-stage": stage }, el("dt", {}, label(stage)), el("dd", {}, el("span", { class: "count" }, String(count)), avg)));
-  }
+  timing[target].show(stages, target === "order-stats" ? ORDER_TERMINAL : INTAKE_TERMINAL, envelope?.data);
 }
 
 // ---- connection, login ------------------------------------------------------------
@@ -510,6 +507,7 @@ setInterval(() => {
     if (card.dataset.terminal === "true" && envelope && expired(envelope)) { card.remove(); cards.delete(name); updateEmpty(); }
   }
   conflicts.tick();
+  for (const chart of Object.values(timing)) chart.tick();
 }, 1000);
 
 hub.connect().catch((error) => { if (error?.code !== "unauthorized") notice(error.message); });

@@ -176,7 +176,12 @@ public struct WorkflowPlanner: Sendable {
                 plan.add(Write(name: list, action: .addEntry(name, at: nil)), origin: index)
             }
             delta.enter(workflow.initial)
-            if workflow.isOpen(workflow.initial) { delta.opened.append(.init(name: name, created: now)) }
+            if workflow.isOpen(workflow.initial) {
+                delta.opened.append(.init(name: name, created: now))
+                delta.wait(in: workflow.initial, since: now)
+            } else {
+                delta.finish(workflow.initial, at: now)
+            }
         case .set(let data):
             try require(.write)
             var data = data
@@ -226,10 +231,13 @@ public struct WorkflowPlanner: Sendable {
             plan.primaries.append(plan.writes.count)
             plan.add(write, origin: index)
             try unlist(name, workflow: workflow, index: index, state: &state, plan: &plan)
-            delta.forget(current.data)
+            delta.forget(current.data, in: workflow)
             if let stage = current.data[workflow.stageField]?.stringValue {
                 delta.leave(stage)
-                if workflow.isOpen(stage) { delta.closed.insert(ByteKey(name)) }
+                if workflow.isOpen(stage) {
+                    delta.closed.insert(ByteKey(name))
+                    delta.stopWaiting(in: stage, since: WorkflowStats.entered(current.data, created: current.created))
+                }
             }
         case .addEntry, .removeEntry, .setEntries, .deleteList, .boundedIncrement:
             throw ProtocolError(.badField, "\"\(name)\" is a workflow record", details: ["field": "op"])
@@ -310,6 +318,10 @@ public struct WorkflowPlanner: Sendable {
         delta.leave(stage)
         delta.enter(to)
         delta.spent(now - entered, in: stage)
+        if workflow.isOpen(stage) {
+            delta.stopWaiting(in: stage, since: WorkflowStats.entered(current.data, created: current.created))
+        }
+        if workflow.isOpen(to) { delta.wait(in: to, since: now) } else { delta.finish(to, at: now) }
         if workflow.isOpen(stage), !workflow.isOpen(to) {
             delta.closed.insert(ByteKey(name))
             // The list holds open work only: every order ever made would

@@ -83,7 +83,7 @@ extension HubCore {
             var after: String?
             while true {
                 let (page, more) = try queryRecords(query, after: after, pageLimit: 1000)
-                open += page.map { WorkflowStats.OpenRecord(name: $0.name, created: $0.created) }
+                open += page.map { WorkflowStats.OpenRecord($0, in: workflow) }
                 guard more, let last = page.last?.name else { break }
                 after = last
             }

@@ -31,6 +31,7 @@ from clusterlib import (Connection, FailoverSubscriber, FailoverWriter, acked_ch
                         follow_all, head_of, health, subscribe_all, wait_for_head)
 from conftest import REPO, TALLY_BIN
 from synclib import LongRunning, apply_push, cli_env, metric, record_path, rest, run_threads, wait_until
+from timinglib import assert_timing_matches
 
 
 def uid() -> str:
@@ -393,6 +394,7 @@ def test_workflow_stats_agree_with_a_recount_on_every_hub(hub_cluster):
             counts[record["data"]["stage"]] += 1
         stats = rest(hub, "GET", record_path("stats/orders")).json()["data"]
         assert (stats["counts"], stats["total"]) == (counts, len(orders)), (hub.url(), stats, counts)
+        assert_timing_matches(stats, records, list(counts), {"delivered", "cancelled"}, hub.url())
         delivered = sum(r["data"]["qty"] for r in records if r["data"]["stage"] == "delivered")
         assert rest(hub, "GET", record_path(item)).json()["data"]["stock"] == 1000 - delivered
         open_orders = rest(hub, "GET", "/v1/lists/orders").json()["entries"]

@@ -6,7 +6,8 @@
   and owner, listed and counted;
 - within 15 s a WebSocket subscriber to `stats/orders` and to the prefix
   `orders/` sees the simulator's changes pushed;
-- `stats/orders` and `stats/intake` equal a recount of the records;
+- `stats/orders` and `stats/intake` equal a recount of the records (their
+  waits per stage and finished per hour too);
 - restarted on the same `--data`, the hub does not seed again (no seed item
   is written again, the items are the same) and the simulator carries on.
 
@@ -27,6 +28,7 @@ import pytest
 
 from authlib import INTAKE_STAGES, INTAKE_TERMINAL, ORDER_STAGES, ORDER_TERMINAL
 from synclib import all_changes, get_record, list_path, rest
+from timinglib import assert_timing_matches
 
 DEMO_ITEMS = ["drill-01", "saw-02", "ladder-03", "meter-04", "gloves-05", "helmet-06", "tape-07", "reel-08"]
 DEMO_ORDERS = [f"orders/demo-{n}" for n in range(1, 9)]
@@ -232,6 +234,8 @@ def recount_matches(server, prefix: str, stats_name: str, stages: list[str], ter
         assert stats["oldestOpen"]["name"] in {r["name"] for r in open_records if r["created"] == oldest}
     else:
         assert stats["oldestOpen"] is None, stats
+    # The waits per stage and the finished per hour (issue 17).
+    assert_timing_matches(stats, flows, stages, terminal, stats_name)
     return stats
 
 
