@@ -63,7 +63,8 @@ public struct StaticFiles: Sendable {
         return nil
     }
 
-    /// Adds `GET /`, `/app/{path...}` and `/js/{path...}`.
+    /// Adds `GET /` (the board), `/mine` and `/mine.html` (a requester's
+    /// own orders), `/app/{path...}` and `/js/{path...}`.
     func add(to router: inout HTTPRouter<HubRoutes.Route>) {
         let files = self
         let queue = DispatchQueue(label: "tally.static")
@@ -73,6 +74,11 @@ public struct StaticFiles: Sendable {
         router.add("GET", "/", .deferred(screen: nil) { request, _, responder in
             serve(request, "web", "index.html", responder)
         })
+        for path in ["/mine", "/mine.html"] {
+            router.add("GET", path, .deferred(screen: nil) { request, _, responder in
+                serve(request, "web", "mine.html", responder)
+            })
+        }
         router.add("GET", "/app/{path...}", .deferred(screen: nil) { request, parameters, responder in
             serve(request, "web", parameters["path"] ?? "", responder)
         })

@@ -1,6 +1,6 @@
 """The requester's page, "My orders" (Clients/web/mine.html, served at
-/app/mine.html and linked from the board's header), on a hub with users, in
-a phone-sized window:
+/mine — also /mine.html and /app/mine.html — and linked from the board's
+header), on a hub with users, in a phone-sized window:
 
 - a `client` signs in with a token (kept in localStorage, as on the board),
   requests an item by one of its serials (resolved with /v1/resolve) and
@@ -95,8 +95,8 @@ def test_a_requester_follows_only_their_own_orders(hubs, browser, tmp_path):
     driver = phone(browser)
     driver.get(server.url("/"))
     link = wait_until("the board's link to My orders", lambda: driver.find_element(By.ID, "mine-link"))
-    assert link.get_attribute("href").endswith("/app/mine.html")
-    driver.get(server.url("/app/mine.html"))
+    assert link.get_attribute("href").endswith("/mine")
+    driver.get(link.get_attribute("href"))
     wait_until("the login dialog", lambda: driver.find_element(By.ID, "login").is_displayed())
     sign_in(driver, "cy")
     assert driver.execute_script("return localStorage.getItem('tally.token')") == TOKENS["cy"]
@@ -180,7 +180,7 @@ def test_the_page_follows_the_order_named_in_its_address(hubs, browser, tmp_path
     driver = browser()
     driver.get(server.url("/app/mine.html"))
     driver.execute_script(f"localStorage.setItem('tally.token', {json.dumps(TOKENS['cy'])})")
-    driver.get(server.url("/app/mine.html?order=orders/cy-7"))
+    driver.get(server.url("/mine?order=orders/cy-7"))
     looked = wait_until("the order looked up", lambda: driver.find_elements(
         By.CSS_SELECTOR, '#lookup-result [data-record="orders/cy-7"]'))
     assert looked[0].get_attribute("data-stage") == "received"

@@ -31,6 +31,8 @@ def fetch(server, path: str, method: str = "GET", headers: dict | None = None):
 
 @pytest.mark.parametrize("path, file, kind", [
     ("/", "web/index.html", "text/html; charset=utf-8"),
+    ("/mine", "web/mine.html", "text/html; charset=utf-8"),
+    ("/mine.html", "web/mine.html", "text/html; charset=utf-8"),
     ("/app/app.js", "web/app.js", "text/javascript; charset=utf-8"),
     ("/app/style.css", "web/style.css", "text/css; charset=utf-8"),
     ("/js/tally.js", "js/tally.js", "text/javascript; charset=utf-8"),
