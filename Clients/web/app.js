@@ -13,7 +13,7 @@
 
 import { startCounter } from "./counter.js";
 import { Tally, State, TallyError, defaultURL } from "/js/tally.js";
-import { $, el, duration, morph, progressSteps } from "./ui.js";
+import { $, el, duration, isSHA, morph, photoSetter, progressSteps, stageBefore, stageSince as stageSinceIn } from "./ui.js";
 import { followConflicts } from "./conflicts.js";
 import { createTiming } from "./timing.js";
 
@@ -78,36 +78,12 @@ let clockOffset = null; // browser clock − hub clock, from pushes (smallest se
 // ---- formatting -------------------------------------------------------------
 
 const hubNow = () => Date.now() - (clockOffset ?? 0);
-/** When the record entered its current stage (ms, hub clock). */
-function stageSince(envelope) {
-  const history = envelope.data?.history;
-  const last = Array.isArray(history) && history.length ? history[history.length - 1] : null;
-  return typeof last?.time === "number" ? last.time : envelope.updated ?? envelope.created ?? hubNow();
-}
-/** The stage a record left for a terminal one (for the progress bar of a cancelled order). */
-function stageBefore(envelope) {
-  const history = envelope.data?.history;
-  const last = Array.isArray(history) && history.length ? history[history.length - 1] : null;
-  return last?.from ?? null;
-}
-const isSHA = (text) => typeof text === "string" && /^[0-9a-f]{64}$/.test(text);
+const stageSince = (envelope) => stageSinceIn(envelope, hubNow);
 const itemName = (name) => items.get(name)?.data?.name ?? (typeof name === "string" ? name.replace(/^items\//, "") : "?");
 
 // ---- photos: plain URLs on an open hub, fetched with the token otherwise ----
 
-const photoURLs = new Map();
-function setPhoto(img, sha) {
-  if (!isSHA(sha)) return;
-  img.dataset.sha = sha;
-  if (!hub.token) { img.src = `/v1/blobs/${sha}`; return; }
-  if (!photoURLs.has(sha)) {
-    photoURLs.set(sha, fetch(`/v1/blobs/${sha}`, { headers: { Authorization: `Bearer ${hub.token}` } })
-      .then((response) => (response.ok ? response.blob() : Promise.reject(new Error(String(response.status)))))
-      .then((blob) => URL.createObjectURL(blob))
-      .catch(() => { photoURLs.delete(sha); return null; }));
-  }
-  photoURLs.get(sha).then((url) => { if (url && img.dataset.sha === sha) img.src = url; });
-}
+const setPhoto = photoSetter(hub);
 function thumb(sha, alt) {
   const img = el("img", { alt, loading: "lazy", decoding: "async", width: 84, height: 63 });
   setPhoto(img, sha);
@@ -375,7 +351,7 @@ $("login").addEventListener("close", () => {
   } else {
     return;
   }
-  photoURLs.clear();
+  setPhoto.forget();
   notice(null);
   hub.setToken(localStorage.getItem(TOKEN_KEY) || null);
   hub.connect().catch(() => {});

@@ -9,7 +9,7 @@
 // and the page says so.
 
 import { Tally, State, TallyError, defaultURL } from "/js/tally.js";
-import { $, el, duration, morph, progressSteps } from "./ui.js";
+import { $, el, duration, isSHA, morph, photoSetter, progressSteps, stageBefore, stageSince as stageSinceIn } from "./ui.js";
 
 const TOKEN_KEY = "tally.token";
 const CLIENT = "tally-mine/1";
@@ -34,29 +34,13 @@ const hubNow = () => Date.now() - (clockOffset ?? 0);
 
 // ---- cards ----------------------------------------------------------------------
 
-function stageSince(envelope) {
-  const history = envelope.data?.history;
-  const last = Array.isArray(history) && history.length ? history[history.length - 1] : null;
-  return typeof last?.time === "number" ? last.time : envelope.updated ?? envelope.created ?? hubNow();
-}
-function stageBefore(envelope) {
-  const history = envelope.data?.history;
-  return Array.isArray(history) && history.length ? history[history.length - 1]?.from ?? null : null;
-}
+const stageSince = (envelope) => stageSinceIn(envelope, hubNow);
 const itemName = (name) => items.get(name)?.data?.name ?? (typeof name === "string" ? name.replace(/^items\//, "") : "?");
-const isSHA = (text) => typeof text === "string" && /^[0-9a-f]{64}$/.test(text);
 
-const photoURLs = new Map();
+const setPhoto = photoSetter(hub);
 function photo(sha) {
-  const img = el("img", { alt: "", loading: "lazy", decoding: "async", width: 84, height: 63, "data-sha": sha });
-  if (!hub.token) { img.src = `/v1/blobs/${sha}`; return img; }
-  if (!photoURLs.has(sha)) {
-    photoURLs.set(sha, fetch(`/v1/blobs/${sha}`, { headers: { Authorization: `Bearer ${hub.token}` } })
-      .then((response) => (response.ok ? response.blob() : Promise.reject(new Error(String(response.status)))))
-      .then((blob) => URL.createObjectURL(blob))
-      .catch(() => { photoURLs.delete(sha); return null; }));
-  }
-  photoURLs.get(sha).then((url) => { if (url && img.dataset.sha === sha) img.src = url; });
+  const img = el("img", { alt: "", loading: "lazy", decoding: "async", width: 84, height: 63 });
+  setPhoto(img, sha);
   return img;
 }
 
@@ -313,7 +297,7 @@ $("login").addEventListener("close", () => {
   else if (choice === "clear") localStorage.removeItem(TOKEN_KEY);
   else return;
   // Another user: what the page held was the last one's.
-  photoURLs.clear();
+  setPhoto.forget();
   for (const sub of following ?? []) sub.unsubscribe();
   following = null;
   open.clear();

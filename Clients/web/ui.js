@@ -85,3 +85,43 @@ function sameKind(a, b) {
   const key = (node) => `${node.tagName}.${node.classList[0] ?? ""}.${node.dataset.step ?? ""}`;
   return key(a) === key(b);
 }
+
+/** When a workflow record entered its current stage (ms, hub clock): its
+ *  last history entry, else its update or creation time, else `now()`. */
+export function stageSince(envelope, now) {
+  const history = envelope.data?.history;
+  const last = Array.isArray(history) && history.length ? history[history.length - 1] : null;
+  return typeof last?.time === "number" ? last.time : envelope.updated ?? envelope.created ?? now();
+}
+
+/** The stage a record left for its current one (for the steps of a
+ *  cancelled order: the step it stopped at). */
+export function stageBefore(envelope) {
+  const history = envelope.data?.history;
+  const last = Array.isArray(history) && history.length ? history[history.length - 1] : null;
+  return last?.from ?? null;
+}
+
+export const isSHA = (text) => typeof text === "string" && /^[0-9a-f]{64}$/.test(text);
+
+/** `setPhoto(img, sha)` for a page on `hub`: a plain `/v1/blobs/<sha>` URL
+ *  on an open hub; with a token, the photo fetched once with it (an `<img>`
+ *  cannot send one) and shown from an object URL. `setPhoto.forget()`
+ *  drops what was fetched (another token: another user's access). */
+export function photoSetter(hub) {
+  const urls = new Map(); // sha → Promise of an object URL (null: failed, tried again next time)
+  const setPhoto = (img, sha) => {
+    if (!isSHA(sha)) return;
+    img.dataset.sha = sha;
+    if (!hub.token) { img.src = `/v1/blobs/${sha}`; return; }
+    if (!urls.has(sha)) {
+      urls.set(sha, fetch(`/v1/blobs/${sha}`, { headers: { Authorization: `Bearer ${hub.token}` } })
+        .then((response) => (response.ok ? response.blob() : Promise.reject(new Error(String(response.status)))))
+        .then((blob) => URL.createObjectURL(blob))
+        .catch(() => { urls.delete(sha); return null; }));
+    }
+    urls.get(sha).then((url) => { if (url && img.dataset.sha === sha) img.src = url; });
+  };
+  setPhoto.forget = () => urls.clear();
+  return setPhoto;
+}
