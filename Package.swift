@@ -30,6 +30,14 @@ let package = Package(
                        providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ", pkgConfig: "libpq",
                        providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CVips", path: "Sources/CVips", pkgConfig: "vips",
+                       providers: [.apt(["libvips-dev", "libheif-dev"])]),
+        .systemLibrary(name: "CZBar", path: "Sources/CZBar", pkgConfig: "zbar",
+                       providers: [.apt(["libzbar-dev"])]),
+        .systemLibrary(name: "CDmtx", path: "Sources/CDmtx", pkgConfig: "libdmtx",
+                       providers: [.apt(["libdmtx-dev"])]),
+        .systemLibrary(name: "CTesseract", path: "Sources/CTesseract", pkgConfig: "tesseract",
+                       providers: [.apt(["libtesseract-dev", "tesseract-ocr-eng"])]),
 
         // The concurrency primitives every module shares: a lock at a stable
         // address, a locked value box, a condition lock, a countdown latch and
@@ -86,6 +94,10 @@ let package = Package(
         // the typed request of each stage and the runner that resumes them.
         .target(name: "TallyIntake", dependencies: ["TallyClient", "TallyHTTP", "TallyProtocol", "TallySQLite", "COpenSSL"],
                 swiftSettings: strict),
+        // Photos: decoding and thumbnails (libvips), codes (ZBar, libdmtx)
+        // and label text (Tesseract) in grey pixels. Blocking calls, no I/O
+        // of its own: the hub runs them on its analysis threads.
+        .target(name: "TallyImaging", dependencies: ["CVips", "CZBar", "CDmtx", "CTesseract"], swiftSettings: strict),
         // The command line's parser: options declared once (OptionTable) for
         // parsing and help, values checked (sizes, durations), usage errors.
         .target(name: "TallyCommandLine", swiftSettings: strict),
@@ -112,6 +124,7 @@ let package = Package(
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyPostgres",
                                                             "TallyTestSupport"]),
         .testTarget(name: "TallyCommandLineTests", dependencies: ["TallyCommandLine"]),
+        .testTarget(name: "TallyImagingTests", dependencies: ["TallyImaging", "CDmtx", "TallyTestSupport"]),
         .testTarget(name: "TallySQLiteTests", dependencies: ["TallySQLite", "TallyTestSupport"]),
         .testTarget(name: "TallyPostgresTests", dependencies: ["TallyConcurrency", "TallyPostgres", "TallyTestSupport"]),
         .testTarget(name: "TallyNetTests",

@@ -5,6 +5,9 @@
 set -euo pipefail
 # libpq-dev: the PostgreSQL client library TallyPostgres links (Sources/CLibPQ).
 want=(libssl-dev zlib1g-dev libsqlite3-dev libpq-dev pkg-config openssl)
+# Photo analysis and thumbnails (Sources/TallyImaging): libvips decodes (HEIC
+# through libheif), ZBar and libdmtx read codes, Tesseract reads label text.
+want+=(libvips-dev libheif-dev libzbar-dev libdmtx-dev libtesseract-dev tesseract-ocr-eng)
 case "${1:-build}" in
   build|cluster|test) ;;
   *) echo "usage: $0 [build|cluster|test]" >&2; exit 2 ;;

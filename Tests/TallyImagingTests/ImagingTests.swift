@@ -1,0 +1,81 @@
+import TallyImaging
+import Testing
+
+/// The photo pipeline on images drawn here: decode (upright, shrunk, grey),
+/// thumbnails, codes, and refusals with a reason instead of a crash.
+@Suite struct ImagingTests {
+    private func photo(width: Int = 900, height: Int = 700, format: PhotoDecoder.Format = .jpeg,
+                       marks: [(mark: [[Bool]], scale: Int, x: Int, y: Int)]) throws -> [UInt8] {
+        var pixels = Drawings.canvas(width: width, height: height)
+        for m in marks { Drawings.stamp(m.mark, scale: m.scale, quiet: 10, at: m.x, m.y, into: &pixels, width: width) }
+        return try PhotoDecoder.encode(GreyImage(width: width, height: height, pixels: pixels), format: format)
+    }
+
+    @Test func readsAnEAN13AndADataMatrixInOnePhoto() throws {
+        let bytes = try photo(marks: [(Drawings.ean13("4006381333931"), 3, 20, 20),
+                                      (Drawings.dataMatrix("SN-4711"), 8, 450, 300)])
+        let grey = try PhotoDecoder.grey(bytes, maxSide: 2048)
+        #expect(grey.width == 900 && grey.height == 700)
+        #expect(CodeReader.zbarCodes(in: grey) == [FoundCode(text: "4006381333931", symbology: "EAN-13")])
+        #expect(CodeReader.dataMatrixCodes(in: grey, timeoutMillis: 5000) == [FoundCode(text: "SN-4711", symbology: "DataMatrix")])
+    }
+
+    @Test func everyFormatDecodes() throws {
+        for format in [PhotoDecoder.Format.jpeg, .png, .webp] {
+            let bytes = try photo(width: 400, height: 300, format: format, marks: [(Drawings.ean13("4006381333931"), 2, 20, 20)])
+            let grey = try PhotoDecoder.grey(bytes, maxSide: 2048)
+            #expect(grey.width == 400, "\(format)")
+            #expect(CodeReader.zbarCodes(in: grey).map(\.text) == ["4006381333931"], "\(format)")
+        }
+    }
+
+    @Test func shrinksToFitAndNeverEnlarges() throws {
+        let bytes = try photo(width: 1200, height: 600, marks: [])
+        let small = try PhotoDecoder.grey(bytes, maxSide: 300)
+        #expect(small.width == 300 && small.height == 150)
+        let same = try PhotoDecoder.grey(bytes, maxSide: 5000)
+        #expect(same.width == 1200 && same.height == 600)
+    }
+
+    @Test func thumbnailIsASmallJPEG() throws {
+        let bytes = try photo(width: 1600, height: 1200, marks: [(Drawings.ean13("4006381333931"), 4, 50, 50)])
+        let thumb = try PhotoDecoder.thumbnail(bytes, width: 256)
+        #expect(Array(thumb.prefix(3)) == [0xFF, 0xD8, 0xFF])
+        #expect(try PhotoDecoder.size(of: thumb) == (256, 192))
+        #expect(thumb.count * 10 < bytes.count)
+        let webp = try PhotoDecoder.thumbnail(bytes, width: 128, format: .webp)
+        #expect(Array(webp[8..<12]) == Array("WEBP".utf8))
+    }
+
+    @Test func aPhotoWithNoCodeHasNone() throws {
+        let grey = try PhotoDecoder.grey(try photo(marks: []), maxSide: 2048)
+        #expect(CodeReader.zbarCodes(in: grey).isEmpty)
+        #expect(CodeReader.dataMatrixCodes(in: grey, timeoutMillis: 2000).isEmpty)
+    }
+
+    @Test func damagedPhotosAreRefusedWithAReason() throws {
+        let bytes = try photo(marks: [(Drawings.ean13("4006381333931"), 3, 20, 20)])
+        let cases: [(String, [UInt8])] = [
+            ("empty", []),
+            ("not an image", Array("hello, this is text".utf8)),
+            ("truncated", Array(bytes.prefix(bytes.count / 2))),
+            ("header only", Array(bytes.prefix(40))),
+        ]
+        for (label, damaged) in cases {
+            #expect(throws: ImageError.self, "\(label)") { try PhotoDecoder.grey(damaged, maxSide: 2048) }
+        }
+        // A thumbnail shows what there is of a truncated photo rather than nothing.
+        #expect(!(try PhotoDecoder.thumbnail(Array(bytes.prefix(bytes.count * 3 / 4)), width: 128)).isEmpty)
+    }
+
+    @Test func aHugeCanvasIsRefusedBeforeDecoding() throws {
+        // A PNG whose header claims 20,000 × 20,000 pixels and carries almost nothing.
+        let small = try PhotoDecoder.encode(GreyImage(width: 8, height: 8, pixels: Array(repeating: 200, count: 64)), format: .png)
+        var huge = small
+        let ihdr = 16 // width and height follow the IHDR tag: bytes 16…23
+        for (offset, value) in [(ihdr, UInt32(20_000)), (ihdr + 4, UInt32(20_000))] {
+            for i in 0..<4 { huge[offset + i] = UInt8(truncatingIfNeeded: value >> (24 - 8 * UInt32(i))) }
+        }
+        #expect(throws: ImageError.self) { try PhotoDecoder.grey(huge, maxSide: 1024) }
+    }
+}
