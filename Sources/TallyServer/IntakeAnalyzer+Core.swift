@@ -14,7 +14,8 @@ extension HubCore {
     }
 
     /// Queues an analysis job for each record `changes` (just accepted on
-    /// this hub) moved into `media-uploaded`, to start once it is
+    /// this hub) moved into `media-uploaded` with a `photos` array (even an
+    /// empty one; without one the job is not the hub's), to start once it is
     /// committed: a write that is rolled back or run again never reaches
     /// the analyzer (see `rollBackToCommitted`). Changes other hubs commit
     /// to a shared store do not pass here: the hub that wrote them analyses.
@@ -24,8 +25,8 @@ extension HubCore {
                   after.data["stage"]?.stringValue == IntakeAnalyzer.fromStage,
                   before?.data["stage"]?.stringValue != IntakeAnalyzer.fromStage,
                   let flow = configuration.planner.workflows.workflow(for: change.name),
-                  IntakeAnalyzer.analyses(flow) else { continue }
-            emit(.analyze(IntakeAnalysisJob(record: after)), after: change.seq)
+                  IntakeAnalyzer.analyses(flow), let job = IntakeAnalysisJob(record: after) else { continue }
+            emit(.analyze(job), after: change.seq)
         }
     }
 

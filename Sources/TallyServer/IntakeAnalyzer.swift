@@ -15,11 +15,13 @@ struct IntakeAnalysisJob: Sendable, Equatable {
         self.photos = photos
     }
 
-    /// The job a record in `media-uploaded` stands for (its `photos`, the
-    /// strings among them, at most the workflow's 12).
-    init(record: RecordState) {
+    /// The job a record in `media-uploaded` stands for (the strings among
+    /// its `photos`); nil when it has no `photos` array: a job moved along
+    /// by hand without photos is left to whoever moves it.
+    init?(record: RecordState) {
+        guard case .array(let list)? = record.data["photos"] else { return nil }
         name = record.name
-        photos = (record.data["photos"]?.arrayValue ?? []).compactMap(\.stringValue)
+        photos = list.compactMap(\.stringValue)
     }
 }
 
@@ -161,7 +163,9 @@ public final class IntakeAnalyzer: Sendable {
                 Query.Condition(path: stage, values: [JSONValue.string(Self.fromStage).serialized()]),
             ])
             core.query(query) { [self] records in
-                for record in records { enqueue(IntakeAnalysisJob(record: record)) }
+                for record in records {
+                    if let job = IntakeAnalysisJob(record: record) { enqueue(job) }
+                }
             }
         }
     }

@@ -114,6 +114,20 @@ struct IntakeAnalyzerTests {
         }
     }
 
+    @Test func aJobWithoutAPhotosMemberIsLeftToItsClient() throws {
+        try withHub { hub in
+            let client = try hub.connect()
+            try client.ok(#"{"op":"set","name":"intake/by-hand","data":{"code":"x"}}"#)
+            try client.ok(#"{"op":"advance","name":"intake/by-hand","to":"created"}"#)
+            try client.ok(#"{"op":"advance","name":"intake/by-hand","to":"media-uploaded"}"#)
+            // Jobs are taken in order: once a later one is analysed, the first was passed over.
+            try upload(client, id: "later", photos: [])
+            _ = try record(client, "intake/later")
+            _ = try record(client, "intake/by-hand", stage: "media-uploaded", timeoutMillis: 0)
+            try client.ok(#"{"op":"advance","name":"intake/by-hand","from":"media-uploaded","to":"analyzed"}"#)
+        }
+    }
+
     @Test func aDamagedOrMissingPhotoIsRecordedAndTheJobGoesOn() throws {
         try withHub { hub in
             let client = try hub.connect()
