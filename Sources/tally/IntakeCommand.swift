@@ -79,7 +79,9 @@ enum IntakeCommand {
     """
 
     /// `accept`'s options: no stage lines to quiet, no jobs to run.
-    static let acceptOptions = options.only(["outbox", "json"])
+    static let acceptOptions = OptionTable(column: 19, options.only(["outbox"]).options + [
+        Option("json", nil, "one JSON object: what was written (item, serials,", "codes, name, accepted)"),
+    ])
     static let acceptFooter = """
     Options:
     \(acceptOptions.help)
