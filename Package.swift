@@ -76,7 +76,7 @@ let package = Package(
         .target(name: "TallyFileLock", swiftSettings: strict),
         // The hub: the core, sessions, configuration, routes, metrics.
         .target(name: "TallyServer", dependencies: ["TallyConcurrency", "TallyNet", "TallyEngine", "TallyProtocol", "TallyStore",
-                                                    "TallyFileLock", "COpenSSL", "CZlib"],
+                                                    "TallyFileLock", "TallyImaging", "COpenSSL", "CZlib"],
                 swiftSettings: strict),
         // Load generators behind `tally bench`, and the tables they report.
         .target(name: "TallyBench", dependencies: ["TallyConcurrency", "TallyClient", "TallyNet", "TallyHTTP", "TallyTLS"],
