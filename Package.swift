@@ -118,7 +118,7 @@ let package = Package(
         .testTarget(name: "TallyEngineTests", dependencies: ["TallyEngine", "TallyProtocol", "TallyTestSupport"]),
         .testTarget(name: "TallyServerTests",
                     dependencies: ["TallyConcurrency", "TallyServer", "TallyStore", "TallyNet", "TallyProtocol", "TallyTestSupport",
-                                   "TallyHubTestSupport", "TallyFileLock", "TallySQLite", "TallyPostgres"]),
+                                   "TallyHubTestSupport", "TallyFileLock", "TallySQLite", "TallyPostgres", "TallyImaging"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyPostgres",

@@ -145,7 +145,9 @@ enum BlobRoutes {
         let parameters: [String: String]
         do throws(ProtocolError) { parameters = try REST.query(request) } catch { throw .badWidth(query) }
         guard let raw = parameters["w"] else { return nil }
-        guard let width = Int(raw), BlobStore.thumbnailWidths.contains(width) else { throw .badWidth(raw) }
+        // One spelling per width ("0128" is not 128): one URL per thumbnail
+        // for every cache on the way.
+        guard let width = BlobStore.thumbnailWidths.first(where: { String($0) == raw }) else { throw .badWidth(raw) }
         return width
     }
 
