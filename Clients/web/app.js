@@ -481,20 +481,26 @@ function followQueries(prefix, open, terminal, map, board, make) {
   return subs;
 }
 
+/** The items a card shows: its record's item, and for a job the items the
+ *  codes in its photos resolved to (their names are shown). */
+function itemsShown(record) {
+  const names = [record.data?.item];
+  const codes = record.data?.analysis?.codes;
+  if (Array.isArray(codes)) for (const code of codes) if (code?.found === true) names.push(code.name);
+  return names.filter((name) => typeof name === "string" && name.startsWith("items/"));
+}
+
 /** One record subscription per item a card shows (its name, photo, stock). */
 const itemSubs = new Map();
 function followItems() {
   const wanted = new Set();
-  for (const record of [...orders.values(), ...jobs.values()]) {
-    const item = record.data?.item;
-    if (typeof item === "string" && item.startsWith("items/")) wanted.add(item);
-  }
+  for (const record of [...orders.values(), ...jobs.values()]) for (const item of itemsShown(record)) wanted.add(item);
   for (const name of wanted) {
     if (itemSubs.has(name)) continue;
     itemSubs.set(name, hub.record(name, (envelope) => {
       if (envelope) items.set(name, envelope); else items.delete(name);
       for (const [map, board, make] of [[orders, $("order-board"), orderCard], [jobs, $("intake-board"), jobCard]]) {
-        for (const record of map.values()) if (record.data?.item === name) place(record, board, make);
+        for (const record of map.values()) if (itemsShown(record).includes(name)) place(record, board, make);
       }
     }));
   }
