@@ -137,6 +137,7 @@ def test_an_intake_card_shows_the_analysis(hubs, browser, tmp_path):
         By.CSS_SELECTOR, ".analysis").get_attribute("data-accepted") == "true")
     assert card(driver, name) == element, "the same card element"
     assert element.find_element(By.CSS_SELECTOR, ".acceptance").text == "Accepted by alice"
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
     save_screenshot(driver, "board-intake-analysis.png")
 
 
