@@ -130,6 +130,17 @@ def main() -> None:
                 assert status == 200 and again == body
                 later.append(ms)
             results.append((label, statistics.median(sizes), statistics.median(first), statistics.median(later)))
+        # What keeping every width in both formats adds to the photos.
+        kept = []
+        for sha in shas:
+            total = 0
+            for width in (64, 128, 256, 512, 1024):
+                for accept in ("", CHROME_ACCEPT):
+                    status, body, _, _ = request(port, "GET", f"/v1/blobs/{sha}?w={width}",
+                                                 headers={"Accept": accept} if accept else {})
+                    assert status == 200
+                    total += len(body)
+            kept.append(total)
     finally:
         stop(process)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -141,6 +152,8 @@ def main() -> None:
     for label, size, first, later in results:
         ratio = "1" if size == full else f"1/{full / size:.0f}"
         print(f"| {label} | {size:,.0f} | {ratio} | {first:.1f} | {later:.1f} |")
+    extra = statistics.median(kept)
+    print(f"\nevery width in both formats kept: {extra:,.0f} bytes per photo ({100 * extra / full:.1f} % of it)")
 
 
 if __name__ == "__main__":

@@ -10,9 +10,10 @@ import TallyStore
 /// `PhotoDecoder.thumbnail` (upright, at most N × N, metadata stripped,
 /// JPEG or WebP), kept in `<data>/blobs/thumbs/ab/<sha256>-<N>.<format>` on
 /// disk, in `tally_blob_thumbs` on PostgreSQL, in a dictionary in memory.
-/// It is never counted in `blobQuota` (the widest, 1024 px, is about 5 % of
-/// a 12 MP photo's bytes, and every width and both formats together stay
-/// under 15 %), and `tally backup` does not copy it: any thumbnail may be
+/// It is never counted in `blobQuota` (every width in both formats adds
+/// about 3 % to a 12 MP photo's bytes: BENCHMARKS.md, "Thumbnails"; at
+/// most ten per photo, so they grow only with the photos the quota
+/// bounds), and `tally backup` does not copy it: any thumbnail may be
 /// deleted and is made again on the next request.
 ///
 /// The original is never touched: thumbnails live under their own names.
