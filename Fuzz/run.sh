@@ -3,7 +3,8 @@
 #
 #   Fuzz/run.sh [target] [seconds]     target: FuzzFrameDecoder (or ws),
 #                                      FuzzHTTPParser (or http), FuzzJSON (or
-#                                      json), FuzzEngine (or engine), all
+#                                      json), FuzzEngine (or engine),
+#                                      FuzzImageDecoder (or image), all
 #                                      (default); seconds per target, default 60
 #   Fuzz/run.sh regress                replays Fuzz/regressions/ and the seed
 #                                      corpora once each; exit 1 if any fails
@@ -21,7 +22,8 @@
 # to Fuzz/logs/.
 #
 # Needs only the Swift toolchain plus the C libraries the main package needs
-# (apt-get install -y libssl-dev zlib1g-dev pkg-config).
+# (apt-get install -y libssl-dev zlib1g-dev pkg-config libvips-dev libheif-dev
+# libzbar-dev libdmtx-dev libtesseract-dev).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,7 +42,8 @@ resolve() {
         FuzzHTTPParser|http) echo FuzzHTTPParser ;;
         FuzzJSON|json) echo FuzzJSON ;;
         FuzzEngine|engine) echo FuzzEngine ;;
-        *) echo "unknown target '$1' (FuzzFrameDecoder, FuzzHTTPParser, FuzzJSON, FuzzEngine, all, regress)" >&2; exit 2 ;;
+        FuzzImageDecoder|image|images) echo FuzzImageDecoder ;;
+        *) echo "unknown target '$1' (FuzzFrameDecoder, FuzzHTTPParser, FuzzJSON, FuzzEngine, FuzzImageDecoder, all, regress)" >&2; exit 2 ;;
     esac
 }
 
@@ -50,13 +53,25 @@ max_len() {
         FuzzHTTPParser) echo 16384 ;;
         FuzzJSON) echo 8192 ;;
         FuzzEngine) echo 4096 ;;
+        # Photos: room for the seeds (a few KiB each) and what mutation adds.
+        FuzzImageDecoder) echo 65536 ;;
+    esac
+}
+
+# Seconds one input may take before libFuzzer calls it a hang: the image
+# target decodes each input five times through libvips under ASan.
+input_timeout() {
+    case "$1" in
+        FuzzImageDecoder) echo 10 ;;
+        *) echo 25 ;;
     esac
 }
 
 build() {
-    for module in openssl zlib; do
+    for module in openssl zlib vips zbar libdmtx tesseract; do
         if ! pkg-config --exists "$module" 2>/dev/null; then
-            echo "run.sh: pkg-config cannot find $module: apt-get install -y libssl-dev zlib1g-dev pkg-config" >&2
+            echo "run.sh: pkg-config cannot find $module: apt-get install -y libssl-dev zlib1g-dev pkg-config" \
+                "libvips-dev libheif-dev libzbar-dev libdmtx-dev libtesseract-dev" >&2
             exit 2
         fi
     done
@@ -75,7 +90,7 @@ build() {
 
 binary() { echo "$here/.build/release/$1"; }
 
-all_targets=(FuzzFrameDecoder FuzzHTTPParser FuzzJSON FuzzEngine)
+all_targets=(FuzzFrameDecoder FuzzHTTPParser FuzzJSON FuzzEngine FuzzImageDecoder)
 
 run_target() {
     local target="$1" seconds="$2"
@@ -86,7 +101,7 @@ run_target() {
     local args=(
         -max_total_time="$seconds"
         -max_len="$(max_len "$target")"
-        -timeout=25
+        -timeout="$(input_timeout "$target")"
         -rss_limit_mb=4096
         -artifact_prefix="$artifacts/"
         -print_final_stats=1
