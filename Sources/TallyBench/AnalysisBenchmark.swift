@@ -89,8 +89,7 @@ public struct AnalysisBenchmark: Sendable {
                 decode.append(lap())
                 var codes = CodeReader.zbarCodes(in: image)
                 zbar.append(lap())
-                var reduced = image
-                while max(reduced.width, reduced.height) > PhotoAnalysis.reducedSide { reduced = reduced.halved() }
+                let reduced = PhotoAnalysis.reduce(image, to: PhotoAnalysis.reducedSide)
                 codes += CodeReader.dataMatrixCodes(in: reduced, timeoutMillis: dataMatrixMillis)
                 dmtx.append(lap())
                 let lines = reader.lines(in: reduced)

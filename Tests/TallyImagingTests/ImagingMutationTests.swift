@@ -127,6 +127,21 @@ import Testing
         }
     }
 
+    @Test func thinPhotosAnalyseWithoutSpinning() throws {
+        // halved() cannot shrink a side of 1 pixel: the analysis looped
+        // forever on a 1 × 3000 photo (Fuzz/regressions/FuzzImageDecoder).
+        for (width, height) in [(1, 3000), (3000, 1), (1, 1400), (2, 5000)] {
+            let image = GreyImage(width: width, height: height, pixels: Array(repeating: 200, count: width * height))
+            let bytes = try PhotoDecoder.encode(image, format: .png)
+            let started = PhotoAnalysis.now()
+            let report = PhotoAnalysis.analyze(bytes, deadline: started + 5000)
+            #expect(report.codes.isEmpty && report.error == nil, "\(width)×\(height): \(report)")
+            #expect(PhotoAnalysis.now() - started < 4000, "\(width)×\(height)")
+            let reduced = PhotoAnalysis.reduce(image, to: 1300)
+            #expect(reduced.width <= image.width && reduced.height <= image.height)
+        }
+    }
+
     @Test func tinyImagesGoThroughTheCodeReaders() throws {
         // libdmtx aborts the process on a 1 × 1 image (Fuzz/regressions/FuzzImageDecoder).
         for (width, height) in [(1, 1), (2, 2), (1, 40), (40, 1), (3, 3), (9, 9), (2, 300)] {
