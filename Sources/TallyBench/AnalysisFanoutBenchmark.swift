@@ -81,6 +81,9 @@ public struct AnalysisFanoutBenchmark: Sendable {
         public var load: LoadStats
         /// Seconds the analysing phases lasted (load rates are per this).
         public var loadSeconds: Double
+        /// Milliseconds the probe record took from upload to `analyzed`;
+        /// nil when the hub did not analyse it (the load was uploads only).
+        public var probeMillis: Double?
         public var ratio: Double { analysing.latency.p99 / idle.latency.p99 }
         public var met: Bool { ratio <= AnalysisFanoutBenchmark.target }
     }
@@ -155,7 +158,7 @@ public struct AnalysisFanoutBenchmark: Sendable {
         guard let idlePooled = FanoutBenchmark.pooled(idle), let busyPooled = FanoutBenchmark.pooled(busy) else {
             throw .round("pooling", .connect("no rounds ran"))
         }
-        return Result(idle: idlePooled, analysing: busyPooled, load: stats, loadSeconds: loadSeconds)
+        return Result(idle: idlePooled, analysing: busyPooled, load: stats, loadSeconds: loadSeconds, probeMillis: analyses)
     }
 
     public func report(_ r: Result) -> [[[String]]] {
@@ -170,7 +173,7 @@ public struct AnalysisFanoutBenchmark: Sendable {
             ["p99 idle (ms)", "p99 analysing (ms)", "ratio", "target", "met", "load"],
             [format(r.idle.latency.p99 / 1000, 2), format(r.analysing.latency.p99 / 1000, 2), format(r.ratio, 2) + "×",
              "≤ " + format(Self.target, 1) + "×", r.met ? "yes" : "no",
-             r.load.analyzedCount > 0 ? "analysis" : "uploads only (the hub analysed nothing)"],
+             r.probeMillis != nil ? "analysis" : "uploads only (the hub analysed nothing)"],
         ]
         let l = r.load
         let statuses = l.analyzed.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
