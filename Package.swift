@@ -79,7 +79,8 @@ let package = Package(
                                                     "TallyFileLock", "TallyImaging", "COpenSSL", "CZlib"],
                 swiftSettings: strict),
         // Load generators behind `tally bench`, and the tables they report.
-        .target(name: "TallyBench", dependencies: ["TallyConcurrency", "TallyClient", "TallyNet", "TallyHTTP", "TallyTLS"],
+        .target(name: "TallyBench", dependencies: ["TallyConcurrency", "TallyClient", "TallyNet", "TallyHTTP", "TallyTLS",
+                                                   "TallyImaging", "CVips", "CDmtx", "COpenSSL", "TallyProtocol"],
                 swiftSettings: strict),
         // The Swift client library: requests, reconnect with resume, observation;
         // the blocking facade and REST/blob calls the one-shot commands use;
