@@ -76,11 +76,10 @@ let package = Package(
         .target(name: "TallyFileLock", swiftSettings: strict),
         // The hub: the core, sessions, configuration, routes, metrics.
         .target(name: "TallyServer", dependencies: ["TallyConcurrency", "TallyNet", "TallyEngine", "TallyProtocol", "TallyStore",
-                                                    "TallyFileLock", "TallyImaging", "COpenSSL", "CZlib"],
+                                                    "TallyFileLock", "COpenSSL", "CZlib"],
                 swiftSettings: strict),
         // Load generators behind `tally bench`, and the tables they report.
-        .target(name: "TallyBench", dependencies: ["TallyConcurrency", "TallyClient", "TallyNet", "TallyHTTP", "TallyTLS",
-                                                   "TallyImaging", "CVips", "CDmtx", "COpenSSL", "TallyProtocol"],
+        .target(name: "TallyBench", dependencies: ["TallyConcurrency", "TallyClient", "TallyNet", "TallyHTTP", "TallyTLS"],
                 swiftSettings: strict),
         // The Swift client library: requests, reconnect with resume, observation;
         // the blocking facade and REST/blob calls the one-shot commands use;
@@ -119,8 +118,7 @@ let package = Package(
         .testTarget(name: "TallyEngineTests", dependencies: ["TallyEngine", "TallyProtocol", "TallyTestSupport"]),
         .testTarget(name: "TallyServerTests",
                     dependencies: ["TallyConcurrency", "TallyServer", "TallyStore", "TallyNet", "TallyProtocol", "TallyTestSupport",
-                                   "TallyHubTestSupport", "TallyFileLock", "TallySQLite", "TallyPostgres",
-                                   "TallyImaging", "CDmtx"]),
+                                   "TallyHubTestSupport", "TallyFileLock", "TallySQLite", "TallyPostgres"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyPostgres",

@@ -3,8 +3,7 @@
 #
 #   Fuzz/run.sh [target] [seconds]     target: FuzzFrameDecoder (or ws),
 #                                      FuzzHTTPParser (or http), FuzzJSON (or
-#                                      json), FuzzEngine (or engine),
-#                                      FuzzImageDecoder (or image), all
+#                                      json), FuzzEngine (or engine), all
 #                                      (default); seconds per target, default 60
 #   Fuzz/run.sh regress                replays Fuzz/regressions/ and the seed
 #                                      corpora once each; exit 1 if any fails
@@ -22,8 +21,7 @@
 # to Fuzz/logs/.
 #
 # Needs only the Swift toolchain plus the C libraries the main package needs
-# (apt-get install -y libssl-dev zlib1g-dev pkg-config libvips-dev libheif-dev
-# libzbar-dev libdmtx-dev libtesseract-dev).
+# (apt-get install -y libssl-dev zlib1g-dev pkg-config).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -42,8 +40,7 @@ resolve() {
         FuzzHTTPParser|http) echo FuzzHTTPParser ;;
         FuzzJSON|json) echo FuzzJSON ;;
         FuzzEngine|engine) echo FuzzEngine ;;
-        FuzzImageDecoder|image|images) echo FuzzImageDecoder ;;
-        *) echo "unknown target '$1' (FuzzFrameDecoder, FuzzHTTPParser, FuzzJSON, FuzzEngine, FuzzImageDecoder, all, regress)" >&2; exit 2 ;;
+        *) echo "unknown target '$1' (FuzzFrameDecoder, FuzzHTTPParser, FuzzJSON, FuzzEngine, all, regress)" >&2; exit 2 ;;
     esac
 }
 
@@ -53,25 +50,13 @@ max_len() {
         FuzzHTTPParser) echo 16384 ;;
         FuzzJSON) echo 8192 ;;
         FuzzEngine) echo 4096 ;;
-        # Photos: room for the seeds (a few KiB each) and what mutation adds.
-        FuzzImageDecoder) echo 65536 ;;
-    esac
-}
-
-# Seconds one input may take before libFuzzer calls it a hang: the image
-# target decodes each input five times through libvips under ASan.
-input_timeout() {
-    case "$1" in
-        FuzzImageDecoder) echo 10 ;;
-        *) echo 25 ;;
     esac
 }
 
 build() {
-    for module in openssl zlib vips zbar libdmtx tesseract; do
+    for module in openssl zlib; do
         if ! pkg-config --exists "$module" 2>/dev/null; then
-            echo "run.sh: pkg-config cannot find $module: apt-get install -y libssl-dev zlib1g-dev pkg-config" \
-                "libvips-dev libheif-dev libzbar-dev libdmtx-dev libtesseract-dev" >&2
+            echo "run.sh: pkg-config cannot find $module: apt-get install -y libssl-dev zlib1g-dev pkg-config" >&2
             exit 2
         fi
     done
@@ -90,19 +75,7 @@ build() {
 
 binary() { echo "$here/.build/release/$1"; }
 
-# ASAN_OPTIONS for a target. FuzzImageDecoder: no leak detection, because
-# Debian's libdav1d (AVIF, through libheif) leaks 40 bytes on every AVIF
-# decode, valid or not (regressions/FuzzImageDecoder/README.md); every
-# LeakSanitizer report would be that one.
-asan_options() {
-    local options="${ASAN_OPTIONS:-}"
-    case "$1" in
-        FuzzImageDecoder) options="detect_leaks=0${options:+:$options}" ;;
-    esac
-    echo "$options"
-}
-
-all_targets=(FuzzFrameDecoder FuzzHTTPParser FuzzJSON FuzzEngine FuzzImageDecoder)
+all_targets=(FuzzFrameDecoder FuzzHTTPParser FuzzJSON FuzzEngine)
 
 run_target() {
     local target="$1" seconds="$2"
@@ -113,7 +86,7 @@ run_target() {
     local args=(
         -max_total_time="$seconds"
         -max_len="$(max_len "$target")"
-        -timeout="$(input_timeout "$target")"
+        -timeout=25
         -rss_limit_mb=4096
         -artifact_prefix="$artifacts/"
         -print_final_stats=1
@@ -128,7 +101,7 @@ run_target() {
     echo "   $(binary "$target") ${args[*]} $corpus $seeds"
     local status=0
     # New inputs go to the first directory only; the seeds stay untouched.
-    ASAN_OPTIONS="$(asan_options "$target")" "$(binary "$target")" "${args[@]}" "$corpus" "$seeds" >"$log" 2>&1 || status=$?
+    "$(binary "$target")" "${args[@]}" "$corpus" "$seeds" >"$log" 2>&1 || status=$?
     # With -jobs, libFuzzer copies each job's fuzz-N.log into its own output.
     if [ "$jobs" -gt 1 ]; then rm -f fuzz-*.log; fi
     local new
@@ -158,9 +131,9 @@ regress() {
             # that fails only because of a bug on that list is "open" (listed,
             # not a failure, so scripts/test.sh keeps running until the fix
             # lands); any other failure is FAILS.
-            if ASAN_OPTIONS="$(asan_options "$target")" TALLY_FUZZ_STRICT=1 "$(binary "$target")" "$input" >/dev/null 2>&1; then
+            if TALLY_FUZZ_STRICT=1 "$(binary "$target")" "$input" >/dev/null 2>&1; then
                 echo "fixed   $target/$(basename "$input")"
-            elif ASAN_OPTIONS="$(asan_options "$target")" "$(binary "$target")" "$input" >/dev/null 2>&1; then
+            elif "$(binary "$target")" "$input" >/dev/null 2>&1; then
                 echo "open    $target/$(basename "$input") (a known open bug: Fuzz/regressions/$target/README.md)"
             else
                 echo "FAILS   $target/$(basename "$input")"
@@ -168,8 +141,7 @@ regress() {
             fi
         done
         # The seed corpus, each input once: the targets' checks still hold.
-        if ASAN_OPTIONS="$(asan_options "$target")" "$(binary "$target")" -runs=0 "$here/corpus-seed/$target" \
-            >"$here/logs/seed-$target.log" 2>&1; then
+        if "$(binary "$target")" -runs=0 "$here/corpus-seed/$target" >"$here/logs/seed-$target.log" 2>&1; then
             echo "ok      $target seed corpus"
         else
             echo "FAILS   $target seed corpus (see Fuzz/logs/seed-$target.log)"

@@ -203,8 +203,6 @@ extension HubCore {
             emit(.http(call.responder, REST.response(for: error)), after: 0)
         case .system(_, _, _, let done):
             done(.failure(error))
-        case .analyzed(let outcome):
-            logger.warning("analysis.refused", ["record.name": outcome.job.name, "error": error.message])
         case .open, .refused, .close, .committed, .stop, .scan, .query, .headAdvanced, .clientRows:
             break
         }
@@ -366,7 +364,7 @@ extension HubCore.Input {
         case .request(_, let request): !request.operation.isWrite
         case .rest(let call): !call.operation.isWrite
         case .scan, .query: true
-        case .system, .analyzed, .open, .refused, .close, .committed, .stop, .headAdvanced, .clientRows: false
+        case .system, .open, .refused, .close, .committed, .stop, .headAdvanced, .clientRows: false
         }
     }
 
@@ -375,7 +373,7 @@ extension HubCore.Input {
         switch self {
         case .request(_, let request): request.operation.isWrite
         case .rest(let call): call.operation.isWrite
-        case .system, .analyzed: true
+        case .system: true
         case .open, .refused, .close, .committed, .stop, .scan, .query, .headAdvanced, .clientRows: false
         }
     }
