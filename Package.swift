@@ -76,10 +76,11 @@ let package = Package(
         .target(name: "TallyFileLock", swiftSettings: strict),
         // The hub: the core, sessions, configuration, routes, metrics.
         .target(name: "TallyServer", dependencies: ["TallyConcurrency", "TallyNet", "TallyEngine", "TallyProtocol", "TallyStore",
-                                                    "TallyFileLock", "COpenSSL", "CZlib"],
+                                                    "TallyFileLock", "TallyImaging", "COpenSSL", "CZlib"],
                 swiftSettings: strict),
         // Load generators behind `tally bench`, and the tables they report.
-        .target(name: "TallyBench", dependencies: ["TallyConcurrency", "TallyClient", "TallyNet", "TallyHTTP", "TallyTLS"],
+        .target(name: "TallyBench", dependencies: ["TallyConcurrency", "TallyClient", "TallyNet", "TallyHTTP", "TallyTLS",
+                                                   "TallyImaging", "CVips", "CDmtx", "COpenSSL", "TallyProtocol"],
                 swiftSettings: strict),
         // The Swift client library: requests, reconnect with resume, observation;
         // the blocking facade and REST/blob calls the one-shot commands use;
@@ -118,7 +119,8 @@ let package = Package(
         .testTarget(name: "TallyEngineTests", dependencies: ["TallyEngine", "TallyProtocol", "TallyTestSupport"]),
         .testTarget(name: "TallyServerTests",
                     dependencies: ["TallyConcurrency", "TallyServer", "TallyStore", "TallyNet", "TallyProtocol", "TallyTestSupport",
-                                   "TallyHubTestSupport", "TallyFileLock", "TallySQLite", "TallyPostgres"]),
+                                   "TallyHubTestSupport", "TallyFileLock", "TallySQLite", "TallyPostgres",
+                                   "TallyImaging", "CDmtx"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyPostgres",

@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// libFuzzer targets for Tally's pure protocol modules. A package of its own so
+// libFuzzer targets for Tally's pure protocol modules and its photo decoding. A package of its own so
 // the main package's `swift build` / `swift test` never see sanitizer flags.
 //
 // The module sources (and the system-library module maps they need)
@@ -23,12 +23,24 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
+        // The photo libraries TallyImaging wraps (Debian builds, not instrumented:
+        // coverage comes from TallyImaging's own Swift code).
+        .systemLibrary(name: "CVips", path: "Sources/CVips", pkgConfig: "vips",
+                       providers: [.apt(["libvips-dev", "libheif-dev"])]),
+        .systemLibrary(name: "CZBar", path: "Sources/CZBar", pkgConfig: "zbar",
+                       providers: [.apt(["libzbar-dev"])]),
+        .systemLibrary(name: "CDmtx", path: "Sources/CDmtx", pkgConfig: "libdmtx",
+                       providers: [.apt(["libdmtx-dev"])]),
+        .systemLibrary(name: "CTesseract", path: "Sources/CTesseract", pkgConfig: "tesseract",
+                       providers: [.apt(["libtesseract-dev", "tesseract-ocr-eng"])]),
         .target(name: "TallyHTTP", path: "Sources/TallyHTTP", swiftSettings: strict),
         .target(name: "TallyProtocol", path: "Sources/TallyProtocol", swiftSettings: strict),
         .target(name: "TallyEngine", dependencies: ["TallyProtocol"], path: "Sources/TallyEngine",
                 swiftSettings: strict),
         .target(name: "TallyWebSocket", dependencies: ["COpenSSL", "CZlib"],
                 path: "Sources/TallyWebSocket", swiftSettings: strict),
+        .target(name: "TallyImaging", dependencies: ["CVips", "CZBar", "CDmtx", "CTesseract"],
+                path: "Sources/TallyImaging", swiftSettings: strict),
 
         // Shared driver glue (LLVMFuzzerRunDriver, invariant checks, chunking).
         .target(name: "FuzzSupport", path: "Sources/FuzzSupport"),
@@ -41,5 +53,7 @@ let package = Package(
                           path: "Sources/FuzzJSON"),
         .executableTarget(name: "FuzzEngine", dependencies: ["TallyEngine", "TallyProtocol", "FuzzSupport"],
                           path: "Sources/FuzzEngine"),
+        .executableTarget(name: "FuzzImageDecoder", dependencies: ["TallyImaging", "FuzzSupport"],
+                          path: "Sources/FuzzImageDecoder"),
     ]
 )

@@ -10,10 +10,19 @@ FuzzEngine starts with one config byte (bits 0-1 JSON limits preset, bits 2-3
 engine limits preset, bit 4 failing reads of "fail…" names, bits 5-6 where
 partial-log path replays start, bit 7 clock stands still), then one client
 message per line.
+FuzzImageDecoder seeds are whole image files (no configuration bytes): a
+label with an EAN-13 and a Data Matrix drawn here, written as PGM/PNG by this
+script and converted by the vips command line (libvips-tools) to JPEG, WebP,
+GIF and, where libheif can encode, HEIC; plus an EXIF-rotated JPEG, a PNG with
+alpha, tiny and damaged files. Without the vips command the image seeds are
+left as they are.
 """
 import json
 import os
+import shutil
 import struct
+import subprocess
+import tempfile
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -289,6 +298,124 @@ def write(target, seeds):
             f.write(data)
 
 
+# EAN-13 tables (GS1 General Specifications 5.2.1.2).
+EAN_L = ["0001101", "0011001", "0010011", "0111101", "0100011", "0110001", "0101111", "0111011", "0110111", "0001011"]
+EAN_PARITY = ["LLLLLL", "LLGLGG", "LLGGLG", "LLGGGL", "LGLLGG", "LGGLLG", "LGGGLL", "LGLGLG", "LGLGGL", "LGGLGL"]
+
+
+def ean13(digits, height=30):
+    d = [int(c) for c in digits]
+    r = ["".join("1" if b == "0" else "0" for b in code) for code in EAN_L]
+    g = [code[::-1] for code in r]
+    bits = "101"
+    for i, p in enumerate(EAN_PARITY[d[0]]):
+        bits += EAN_L[d[i + 1]] if p == "L" else g[d[i + 1]]
+    bits += "01010"
+    for i in range(7, 13):
+        bits += r[d[i]]
+    bits += "101"
+    return [[b == "1" for b in bits]] * height
+
+
+# "SN-4711" as libdmtx's encoder draws it (12 × 12 modules, rows top down),
+# so the seeds need no Data Matrix encoder here.
+DATA_MATRIX_SN4711 = [[c == "1" for c in row] for row in """
+101010101010 101110110011 100110001010 111100111101 100110110110 101110001011
+111100100000 101000111111 110111100100 100001111101 110110100010 111111111111""".split()]
+
+
+def label(width, height):
+    """A grey label: a soft gradient with a faint pattern, an EAN-13 (2 px
+    per module) and the Data Matrix (4 px per module), quiet zones white."""
+    px = bytearray((170 + (x * 40) // width + ((x * 7 + y * 13) % 11)) for y in range(height) for x in range(width))
+
+    def stamp(mark, scale, quiet, x0, y0):
+        rows, cols = len(mark) + 2 * quiet, len(mark[0]) + 2 * quiet
+        for row in range(rows * scale):
+            for col in range(cols * scale):
+                mr, mc = row // scale - quiet, col // scale - quiet
+                black = 0 <= mr < len(mark) and 0 <= mc < len(mark[mr]) and mark[mr][mc]
+                px[(y0 + row) * width + x0 + col] = 20 if black else 245
+
+    stamp(ean13("4006381333931"), 2, 8, 4, 4)
+    stamp(DATA_MATRIX_SN4711, 4, 2, width - 72, height - 72)
+    return bytes(px)
+
+
+def pgm(width, height, pixels):
+    return b"P5 %d %d 255\n" % (width, height) + pixels
+
+
+def png(width, height, colour_type, rows):
+    """A PNG from rows of raw bytes (filter 0 each), written by hand."""
+    def chunk(tag, body):
+        return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body))
+    raw = b"".join(b"\x00" + row for row in rows)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+
+
+def exif_orientation(jpeg, orientation):
+    """The JPEG with an APP1 Exif segment (big-endian TIFF, one IFD entry:
+    Orientation) right after SOI."""
+    tiff = b"MM\x00\x2a" + struct.pack(">I", 8) + struct.pack(">H", 1) \
+        + struct.pack(">HHIHH", 0x0112, 3, 1, orientation, 0) + struct.pack(">I", 0)
+    body = b"Exif\x00\x00" + tiff
+    return jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(body) + 2) + body + jpeg[2:]
+
+
+def image_seeds():
+    vips = shutil.which("vips")
+    if vips is None:
+        print("make-seeds.py: no vips command (apt-get install libvips-tools): image seeds left as they are")
+        return None
+    s = {}
+    width, height = 256, 160
+    pixels = label(width, height)
+    with tempfile.TemporaryDirectory() as tmp:
+        source = os.path.join(tmp, "label.pgm")
+        with open(source, "wb") as f:
+            f.write(pgm(width, height, pixels))
+
+        def convert(name, target, src=source):
+            out = os.path.join(tmp, target.split("[")[0])
+            done = subprocess.run([vips, "copy", src, os.path.join(tmp, target)], capture_output=True)
+            if done.returncode != 0:
+                print("make-seeds.py: vips copy %s failed (%s): %s left out"
+                      % (target, done.stderr.decode(errors="replace").strip().splitlines()[-1:], name))
+                return None
+            with open(out, "rb") as f:
+                s[name] = f.read()
+            return s[name]
+
+        jpeg = convert("label.jpg", "label.jpg[Q=60,strip]")
+        convert("label-progressive.jpg", "label-p.jpg[Q=50,interlace,strip]")
+        convert("label.webp", "label.webp[Q=60,strip]")
+        convert("label-lossless.webp", "label-l.webp[lossless,strip]")
+        convert("label.gif", "label.gif")
+        convert("label.heic", "label.heic[Q=40,strip]")
+        convert("label.avif", "label.avif[Q=40,strip]")
+        convert("label.png", "label.png[compression=9,strip]")
+        if jpeg:
+            # Orientation 6: stored sideways, shown turned 90° clockwise.
+            s["label-exif-rotated.jpg"] = exif_orientation(jpeg, 6)
+            s["label-truncated.jpg"] = jpeg[: len(jpeg) // 2]
+            s["label-no-eoi.jpg"] = jpeg[:-2]
+    # Grey with alpha (colour type 4), half transparent on the right.
+    s["alpha.png"] = png(48, 32, 4, [bytes(v for x in range(48) for v in (x * 5, 255 if x < 24 else 40))
+                                     for _ in range(32)])
+    # RGB (colour type 2), a colour gradient.
+    s["rgb.png"] = png(40, 24, 2, [bytes(v for x in range(40) for v in (x * 6, y * 10, 128)) for y in range(24)])
+    s["one-pixel.png"] = png(1, 1, 0, [b"\x80"])
+    # The smallest GIF: 1 × 1, a two-colour palette.
+    s["one-pixel.gif"] = bytes.fromhex("47494638396101000100800000000000ffffff21f90401000000002c00000000010001000002024401003b")
+    s["not-an-image.txt"] = b"hello, this is text and no photo\n"
+    return s
+
+
 write("FuzzFrameDecoder", ws_seeds())
 write("FuzzHTTPParser", http_seeds())
 write("FuzzEngine", engine_seeds())
+images = image_seeds()
+if images is not None:
+    write("FuzzImageDecoder", images)

@@ -163,6 +163,46 @@ function jobTitle(data) {
   return data.item ? "New item" : "Intake job";
 }
 
+const strings = (value) => (Array.isArray(value) ? value.filter((entry) => typeof entry === "string" && entry) : []);
+
+/** What the hub's analysis of a job's photos found (`data.analysis`): the
+ *  codes with their symbology and what they resolve to (an item, or "new"),
+ *  the proposals for the item and whether the owner accepted them. */
+function analysisView(analysis, short) {
+  if (!analysis || typeof analysis !== "object" || Array.isArray(analysis)) return null;
+  const status = typeof analysis.status === "string" ? analysis.status : "done";
+  const codes = Array.isArray(analysis.codes) ? analysis.codes.filter((code) => typeof code?.code === "string") : [];
+  const proposals = analysis.proposals && typeof analysis.proposals === "object" ? analysis.proposals : {};
+  const serials = strings(proposals.serials), otherCodes = strings(proposals.codes);
+  const name = typeof proposals.name === "string" && proposals.name ? proposals.name : null;
+  const accepted = analysis.accepted && typeof analysis.accepted === "object" ? analysis.accepted : null;
+  const proposed = serials.length > 0 || otherCodes.length > 0 || name !== null;
+  const found = codes.length ? `${codes.length} code${codes.length === 1 ? "" : "s"} found` : "no codes found";
+  const summary = status === "done" ? found
+    : `Analysis ${status}${typeof analysis.reason === "string" && analysis.reason ? `: ${analysis.reason}` : ""}`;
+  const proposal = (term, values) => [el("dt", { class: term.toLowerCase() }, term),
+    el("dd", { class: term.toLowerCase() }, ...values.map((value) => el("code", {}, value)))];
+  return el("section", { class: "analysis", "data-status": status, "data-accepted": String(accepted !== null),
+    "aria-label": `Photo analysis of ${short}` },
+    el("p", { class: "summary" }, summary,
+      typeof analysis.millis === "number" ? el("span", { class: "millis" }, ` · ${analysis.millis < 1000
+        ? `${Math.round(analysis.millis)} ms` : duration(analysis.millis)}`) : null),
+    codes.length ? el("ul", { class: "codes", "aria-label": "Codes in the photos" }, ...codes.slice(0, 12).map((code) =>
+      el("li", { class: "code", "data-found": String(code.found === true) },
+        el("span", { class: "symbology" }, typeof code.symbology === "string" ? code.symbology : "code"),
+        el("code", { class: "value" }, code.code),
+        el("span", { class: "resolved" }, code.found === true
+          ? `→ ${itemName(code.name)}`
+          : `new${typeof code.name === "string" ? ` (${code.name.replace(/^items\//, "")})` : ""}`)))) : null,
+    proposed ? el("dl", { class: "proposals" },
+      ...(serials.length ? proposal("Serials", serials) : []),
+      ...(otherCodes.length ? proposal("Codes", otherCodes) : []),
+      ...(name ? proposal("Name", [name]) : [])) : null,
+    proposed ? el("p", { class: "acceptance" }, accepted
+      ? `Accepted${typeof accepted.by === "string" ? ` by ${accepted.by}` : ""}`
+      : `Proposed, not accepted yet (tally intake accept ${short})`) : null);
+}
+
 function jobCard(envelope) {
   const data = envelope.data ?? {};
   const stage = data.stage;
@@ -170,19 +210,27 @@ function jobCard(envelope) {
   const photos = Array.isArray(data.photos) ? data.photos.filter(isSHA) : [];
   const failure = stage === "failed"
     ? (data.history?.[data.history.length - 1]?.reason ?? data.reason ?? "failed") : null;
+  const steps = progressBar(INTAKE_TRACK, stage, stageBefore(envelope), `Intake ${short}`);
+  const analysisStatus = typeof data.analysis?.status === "string" ? data.analysis.status : null;
+  const analyzedStep = steps.querySelector('li[data-step="analyzed"]');
+  if (analyzedStep && analysisStatus) {
+    analyzedStep.dataset.analysis = analysisStatus;
+    analyzedStep.title = `Analysis ${analysisStatus}`;
+  }
   return el("article", {
     class: "card job", "data-record": envelope.name, "data-stage": stage, "data-version": envelope.version,
     "data-terminal": String(INTAKE_TERMINAL.has(stage)), "aria-labelledby": `title-${envelope.name}`,
   },
     el("h3", { id: `title-${envelope.name}` }, el("span", { class: "item" }, jobTitle(data)),
       el("span", { class: "qty" }, photos.length ? `${photos.length} photo${photos.length === 1 ? "" : "s"}` : "")),
-    progressBar(INTAKE_TRACK, stage, stageBefore(envelope), `Intake ${short}`),
+    steps,
     el("div", { class: "meta" },
       el("span", { class: "stage" }, label(stage)),
       el("span", { class: "since", "data-since": stageSince(envelope) }, duration(hubNow() - stageSince(envelope))),
       data.location ? el("span", { class: "location" }, String(data.location)) : null,
       el("span", { class: "name" }, short)),
     failure ? el("p", { class: "reason" }, `Failed: ${failure}`) : null,
+    analysisView(data.analysis, short),
     photos.length ? el("div", { class: "thumbs" }, ...photos.slice(0, 12).map((sha, i) => thumb(sha, `Photo ${i + 1} of ${photos.length}, ${short}`))) : null,
   );
 }
@@ -433,20 +481,26 @@ function followQueries(prefix, open, terminal, map, board, make) {
   return subs;
 }
 
+/** The items a card shows: its record's item, and for a job the items the
+ *  codes in its photos resolved to (their names are shown). */
+function itemsShown(record) {
+  const names = [record.data?.item];
+  const codes = record.data?.analysis?.codes;
+  if (Array.isArray(codes)) for (const code of codes) if (code?.found === true) names.push(code.name);
+  return names.filter((name) => typeof name === "string" && name.startsWith("items/"));
+}
+
 /** One record subscription per item a card shows (its name, photo, stock). */
 const itemSubs = new Map();
 function followItems() {
   const wanted = new Set();
-  for (const record of [...orders.values(), ...jobs.values()]) {
-    const item = record.data?.item;
-    if (typeof item === "string" && item.startsWith("items/")) wanted.add(item);
-  }
+  for (const record of [...orders.values(), ...jobs.values()]) for (const item of itemsShown(record)) wanted.add(item);
   for (const name of wanted) {
     if (itemSubs.has(name)) continue;
     itemSubs.set(name, hub.record(name, (envelope) => {
       if (envelope) items.set(name, envelope); else items.delete(name);
       for (const [map, board, make] of [[orders, $("order-board"), orderCard], [jobs, $("intake-board"), jobCard]]) {
-        for (const record of map.values()) if (record.data?.item === name) place(record, board, make);
+        for (const record of map.values()) if (itemsShown(record).includes(name)) place(record, board, make);
       }
     }));
   }

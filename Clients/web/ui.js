@@ -104,23 +104,44 @@ export function stageBefore(envelope) {
 
 export const isSHA = (text) => typeof text === "string" && /^[0-9a-f]{64}$/.test(text);
 
-/** `setPhoto(img, sha)` for a page on `hub`: a plain `/v1/blobs/<sha>` URL
- *  on an open hub; with a token, the photo fetched once with it (an `<img>`
- *  cannot send one) and shown from an object URL. `setPhoto.forget()`
- *  drops what was fetched (another token: another user's access). */
+/** The widths the hub makes smaller copies of a photo in
+ *  (`GET /v1/blobs/<sha>?w=N`). */
+export const PHOTO_WIDTHS = [64, 128, 256, 512, 1024];
+
+/** The smallest of `PHOTO_WIDTHS` at least `cssWidth` × `ratio` device
+ *  pixels wide; null when none is (then the photo as uploaded). */
+export function photoWidth(cssWidth, ratio = globalThis.devicePixelRatio || 1) {
+  const needed = Math.ceil(Math.max(1, Number(cssWidth) || 0) * Math.max(1, Number(ratio) || 1));
+  return PHOTO_WIDTHS.find((width) => width >= needed) ?? null;
+}
+
+/** `setPhoto(img, sha, { full })` for a page on `hub`: the photo at the
+ *  width it is drawn, `?w=` the smallest thumbnail at least the `<img>`'s
+ *  CSS width (laid out, else its `width` attribute, which cards set to the
+ *  box they draw it in) × devicePixelRatio; `full: true` for the photo as
+ *  uploaded (only where a page shows it large). A plain URL on an open hub;
+ *  with a token, the photo fetched once with it (an `<img>` cannot send
+ *  one) and shown from an object URL. `setPhoto.forget()` drops what was
+ *  fetched (another token: another user's access). */
 export function photoSetter(hub) {
-  const urls = new Map(); // sha → Promise of an object URL (null: failed, tried again next time)
-  const setPhoto = (img, sha) => {
+  const urls = new Map(); // URL → Promise of an object URL (null: failed, tried again next time)
+  const setPhoto = (img, sha, { full = false } = {}) => {
     if (!isSHA(sha)) return;
+    const laid = img.isConnected ? img.getBoundingClientRect().width : 0;
+    const drawn = laid > 0 ? laid : Number(img.getAttribute("width"));
+    const width = full ? null : photoWidth(drawn || PHOTO_WIDTHS[PHOTO_WIDTHS.length - 1]);
+    const src = width ? `/v1/blobs/${sha}?w=${width}` : `/v1/blobs/${sha}`;
     img.dataset.sha = sha;
-    if (!hub.token) { img.src = `/v1/blobs/${sha}`; return; }
-    if (!urls.has(sha)) {
-      urls.set(sha, fetch(`/v1/blobs/${sha}`, { headers: { Authorization: `Bearer ${hub.token}` } })
+    if (!hub.token) { img.src = src; return; }
+    if (!urls.has(src)) {
+      // An <img> says it takes WebP; a fetch must say so itself.
+      const headers = { Authorization: `Bearer ${hub.token}`, Accept: "image/webp,image/jpeg;q=0.9,*/*;q=0.5" };
+      urls.set(src, fetch(src, { headers })
         .then((response) => (response.ok ? response.blob() : Promise.reject(new Error(String(response.status)))))
         .then((blob) => URL.createObjectURL(blob))
-        .catch(() => { urls.delete(sha); return null; }));
+        .catch(() => { urls.delete(src); return null; }));
     }
-    urls.get(sha).then((url) => { if (url && img.dataset.sha === sha) img.src = url; });
+    urls.get(src).then((url) => { if (url && img.dataset.sha === sha) img.src = url; });
   };
   setPhoto.forget = () => urls.clear();
   return setPhoto;

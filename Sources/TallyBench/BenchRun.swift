@@ -19,6 +19,10 @@ public enum BenchRun: Sendable {
     case soak(SoakBenchmark)
     /// `json`: the result as one JSON document instead of tables.
     case history(HistoryBenchmark, json: Bool)
+    /// Photo analysis and thumbnails in this process, step by step.
+    case analysis(AnalysisBenchmark)
+    /// Fan-out p99 on one hub idle and while it analyses photos.
+    case analysisFanout(AnalysisFanoutBenchmark)
 
     /// What a run prints: tables (standard output, `renderTable` each, a
     /// blank line between), or `json` instead; `notes` for standard error
@@ -85,6 +89,16 @@ public enum BenchRun: Sendable {
             let r: SoakBenchmark.Result
             do { r = try bench.run(log: log) } catch { throw Failure(label: "soak", error: error) }
             (report.tables, report.notes, report.failed) = ([r.samplesReport, r.summaryReport], r.problemLines, r.errors > 0)
+        case .analysis(let bench):
+            do { report.tables = bench.report(try bench.run(log: log)) } catch {
+                throw Failure(label: "analysis", error: error)
+            }
+        case .analysisFanout(let bench):
+            let r: AnalysisFanoutBenchmark.Result
+            do { r = try bench.run(log: log) } catch { throw Failure(label: "analysis-fanout", error: error) }
+            report.tables = bench.report(r)
+            report.notes = r.load.errors.map { "background client: \($0)" }
+            report.failed = !r.load.errors.isEmpty
         case .history(let bench, let json):
             let r: HistoryBenchmark.Result
             do { r = try bench.run(log: log) } catch { throw Failure(label: "history", error: error) }

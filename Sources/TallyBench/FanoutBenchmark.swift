@@ -47,6 +47,10 @@ public struct FanoutBenchmark: Sendable {
     /// every update crosses from the publisher's hub to theirs (the CPU
     /// figures are both hubs').
     public var crossHub = false
+    /// A Tally hub already running to measure instead of a fresh child (it
+    /// is left running; `AnalysisFanoutBenchmark` measures one hub idle and
+    /// busy).
+    public var hub: BrokerProcess?
     public init(broker: BrokerProcess.Kind, mode: Mode) {
         self.broker = broker
         self.mode = mode
@@ -124,6 +128,7 @@ public struct FanoutBenchmark: Sendable {
         let arguments = ["--durability", durability] + (store.map { ["--store", $0] } ?? [])
         do {
             switch broker {
+            case .tally where hub != nil: process = hub!
             case .tally: process = try .tally(dataDirectory: work + "/data", workDirectory: work, extraArguments: arguments)
             case .mosquitto: process = try .mosquitto(workDirectory: work)
             }
@@ -139,7 +144,7 @@ public struct FanoutBenchmark: Sendable {
             }
         }
         defer {
-            process.terminate()
+            if hub == nil { process.terminate() }
             subscriberHub?.terminate()
         }
         let hubs = [process] + (subscriberHub.map { [$0] } ?? [])

@@ -20,6 +20,9 @@ public final class BlockingTallyClient: Sendable {
     public let hubIndex: Int
     /// The hubs of the list before `url` that could not be reached, with why.
     public let passedOver: [HubError]
+    /// Who the hub's `hello` said this connection acts as (with a token);
+    /// nil without one: an open hub then acts as "anonymous".
+    public let user: String?
     private let client: TallyClient
     private let events: Mailbox
 
@@ -37,12 +40,12 @@ public final class BlockingTallyClient: Sendable {
     public init(access: HubAccess, clientName: String = "tally-cli", connectTimeoutMillis: Int = 5000) throws(HubError) {
         try access.checkTransports()
         var failures: [HubError] = []
-        var connection: (client: TallyClient, events: Mailbox, url: String, index: Int)?
+        var connection: (client: TallyClient, events: Mailbox, url: String, index: Int, user: String?)?
         for (index, url) in access.urls.enumerated() {
             do {
-                let (client, events) = try Self.connect(url, token: access.token, clientName: clientName,
-                                                        connectTimeoutMillis: connectTimeoutMillis)
-                connection = (client, events, url, index)
+                let (client, events, user) = try Self.connect(url, token: access.token, clientName: clientName,
+                                                              connectTimeoutMillis: connectTimeoutMillis)
+                connection = (client, events, url, index, user)
                 break
             } catch .unreachable(let url, let reason) {
                 failures.append(.unreachable(url: url, reason: reason))
@@ -50,12 +53,13 @@ public final class BlockingTallyClient: Sendable {
         }
         guard let connection else { throw failures.count == 1 ? failures[0] : .noneReachable(failures) }
         (client, events, url, hubIndex) = (connection.client, connection.events, connection.url, connection.index)
+        user = connection.user
         passedOver = failures
     }
 
     /// One connection to `url`: live, with the token said in hello.
     private static func connect(_ url: String, token: String?, clientName: String,
-                                connectTimeoutMillis: Int) throws(HubError) -> (TallyClient, Mailbox) {
+                                connectTimeoutMillis: Int) throws(HubError) -> (TallyClient, Mailbox, String?) {
         var options = TallyClient.Options()
         options.reconnects = false
         options.sendsHelloWithoutToken = false
@@ -103,16 +107,18 @@ public final class BlockingTallyClient: Sendable {
             client.shutdown()
             throw .unreachable(url: url, reason: reason)
         }
+        var user: String?
         if let token {
             do {
-                _ = try request(["op": "hello", "protocol": 1, "client": .string(clientName), "token": .string(token)],
-                                on: client, timeoutMillis: 30_000)
+                let reply = try request(["op": "hello", "protocol": 1, "client": .string(clientName), "token": .string(token)],
+                                        on: client, timeoutMillis: 30_000)
+                user = reply["user"]?.stringValue
             } catch {
                 client.shutdown()
                 throw error
             }
         }
-        return (client, events)
+        return (client, events, user)
     }
 
     /// Sends `message` (the client adds its `id`) and waits for the reply,

@@ -53,10 +53,17 @@ public enum CodeReader {
         return found
     }
 
+    /// Images narrower or shorter than this hold no Data Matrix (10 × 10
+    /// modules at one pixel each), and libdmtx is not asked.
+    public static let minDataMatrixSide = 10
+
     /// Every Data Matrix libdmtx finds before `timeoutMillis` runs out
     /// (its search is slow on large images: pass a reduced one).
     public static func dataMatrixCodes(in image: GreyImage, timeoutMillis: Int, limit: Int = 8) -> [FoundCode] {
-        guard image.width > 0, image.height > 0 else { return [] }
+        // The smallest symbol is 10 × 10 modules. Below that libdmtx is not
+        // only useless but fatal: its scan grid asserts `maxExtent > 1`
+        // (dmtxscangrid.c), aborting the process on a 1 × 1 or 2 × 2 photo.
+        guard image.width >= minDataMatrixSide, image.height >= minDataMatrixSide else { return [] }
         var pixels = image.pixels
         var found: [FoundCode] = []
         pixels.withUnsafeMutableBufferPointer { buffer in

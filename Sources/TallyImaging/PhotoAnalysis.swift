@@ -46,8 +46,7 @@ public enum PhotoAnalysis {
             return report
         }
         report.codes = CodeReader.zbarCodes(in: image)
-        var reduced = image
-        while max(reduced.width, reduced.height) > reducedSide { reduced = reduced.halved() }
+        let reduced = reduce(image, to: reducedSide)
         let left = deadline - now()
         guard left > 0 else {
             report.error = "the time limit passed before Data Matrix and text were read"
@@ -65,6 +64,19 @@ public enum PhotoAnalysis {
             report.lines = text.lines(in: reduced)
         }
         return report
+    }
+
+    /// `image` halved until its longer side is at most `side`, or until it
+    /// cannot be halved: a photo one pixel thin (1 × 3000) stays as it is
+    /// rather than loop forever (`halved()` returns it unchanged).
+    public static func reduce(_ image: GreyImage, to side: Int) -> GreyImage {
+        var reduced = image
+        while max(reduced.width, reduced.height) > side {
+            let smaller = reduced.halved()
+            guard smaller.width < reduced.width || smaller.height < reduced.height else { break }
+            reduced = smaller
+        }
+        return reduced
     }
 
     /// Monotonic milliseconds.

@@ -3,8 +3,9 @@ import TallyProtocol
 /// `tally intake status`: a job as people read it.
 extension IntakeJob {
     /// A head line (id, record, state, item, hub), the reason of a failed
-    /// job, a line per stage (status and what the hub confirmed) and one
-    /// per photo.
+    /// job, a line per stage (status and what the hub confirmed), the
+    /// analysis when the hub made one (codes, text, proposals, accepted or
+    /// not) and a line per photo.
     public var statusLines: [String] {
         var head = "job \(id) \(record) \(state.rawValue)"
         if let item { head += " item \(item)\(newItem ? " (new)" : "")" }
@@ -15,11 +16,20 @@ extension IntakeJob {
             if row.stage == .upload {
                 line += "\(photos.filter(\.uploaded).count)/\(photos.count) photos stored"
                 if let seq = row.result?["seq"], !seq.isNull { line += ", seq \(seq)" }
+            } else if row.stage == .analyzed, let result = row.result {
+                if result["timeout"] == .bool(true) {
+                    let waited = result["waited"]?.numberValue?.int64Value ?? 0
+                    line += "no analysis within \(IntakeRunner.seconds(waited)) (record at media-uploaded)"
+                } else {
+                    line += result.filter { $0.key != "analysis" }
+                        .map { "\($0.key) \($0.value.stringValue ?? $0.value.serializedString)" }.joined(separator: ", ")
+                }
             } else if let result = row.result {
                 line += result.map { "\($0.key) \($0.value.stringValue ?? $0.value.serializedString)" }.joined(separator: ", ")
             }
             lines.append(line)
         }
+        if let analysis { lines += analysis.statusLines(job: id) }
         for photo in photos {
             lines.append("  photo \(photo.position + 1) \(photo.sha256) \(photo.type) \(PhotoUploadDisplay.size(photo.size))"
                          + "\(photo.uploaded ? " stored" : "") \(photo.source)")

@@ -14,7 +14,13 @@ public enum IntakeStage: String, CaseIterable, Sendable {
     /// Stores each photo as a blob, then advances created → media-uploaded
     /// and adds the photos to the item, atomically.
     case upload
-    /// Advances media-uploaded → cover-set with the first photo as cover.
+    /// Sends nothing: waits (up to the runner's `analysisWaitMillis`) for
+    /// the hub to analyse the photos and advance media-uploaded → analyzed
+    /// itself, and records the analysis; when the wait runs out it records
+    /// that the record is still at media-uploaded.
+    case analyzed
+    /// Advances analyzed → cover-set (media-uploaded → cover-set when the
+    /// hub did not analyse in time) with the first photo as cover.
     case coverSet = "cover-set"
     /// Advances cover-set → done, receiving stock when asked, atomically.
     case done
@@ -26,6 +32,7 @@ public enum IntakeStage: String, CaseIterable, Sendable {
         case .create: return "queued"
         case .created: return "created"
         case .upload: return "media-uploaded"
+        case .analyzed: return "analyzed"
         case .coverSet: return "cover-set"
         case .done: return "done"
         }
@@ -121,6 +128,21 @@ public struct IntakeJob: Sendable {
         stages.first { $0.status != .confirmed }?.stage
     }
 
+    /// The analysis the hub recorded (`analysis` of the record at
+    /// `analyzed`), as the analyzed stage confirmed it; nil before, or when
+    /// the wait ran out.
+    public var analysis: IntakeAnalysis? {
+        IntakeAnalysis(stages.first { $0.stage == .analyzed && $0.status == .confirmed }?.result?["analysis"])
+    }
+
+    /// The stage cover-set advances from: `analyzed` once the analyzed
+    /// stage saw the record there, else `media-uploaded` (the wait ran out,
+    /// or a job from before the stage existed).
+    public var coverSetFrom: String {
+        let row = stages.first { $0.stage == .analyzed && $0.status == .confirmed }
+        return row?.result?["stage"]?.stringValue == "analyzed" ? "analyzed" : "media-uploaded"
+    }
+
     /// The stages a job runs: resolve only with a code.
     public static func stages(withCode: Bool) -> [IntakeStage] {
         IntakeStage.allCases.filter { $0 != .resolve || withCode }
@@ -150,6 +172,7 @@ public struct IntakeJob: Sendable {
             if let result = row.result { stage["result"] = .object(result) }
             return .object(stage)
         })
+        if let analysis { object["analysis"] = .object(analysis.json) }
         return object
     }
 }

@@ -25,7 +25,12 @@ public final class IntakeOutbox {
     public let lockDirectory: String
     private let db: SQLiteDatabase<OutboxError>
 
-    static let schemaVersion: Int64 = 1
+    /// 1: jobs, stages, photos. 2: the `analyzed` stage (after `upload`).
+    static let schemaVersion: Int64 = 2
+
+    /// What a job that had passed cover-set before its outbox knew the
+    /// analyzed stage records for it.
+    static let analyzedBeforeStage = #"{"stage":"media-uploaded","skipped":"the job passed this stage before tally waited for the analysis"}"#
 
     /// Opens (creating the file, its directory and the photo directory if
     /// needed) and brings the schema up to date.
@@ -49,23 +54,44 @@ public final class IntakeOutbox {
         }
         guard version < Self.schemaVersion else { return }
         try db.transaction { () throws(OutboxError) in
-            try db.execute("""
-                CREATE TABLE jobs(
-                  id TEXT PRIMARY KEY, hub TEXT NOT NULL, created INTEGER NOT NULL,
-                  code TEXT, location TEXT, lat REAL, lon REAL, receive INTEGER,
-                  item TEXT, new_item INTEGER NOT NULL DEFAULT 0,
-                  state TEXT NOT NULL, reason TEXT);
-                CREATE TABLE stages(
-                  job TEXT NOT NULL, position INTEGER NOT NULL, stage TEXT NOT NULL,
-                  status TEXT NOT NULL, result TEXT, updated INTEGER NOT NULL,
-                  PRIMARY KEY(job, stage));
-                CREATE TABLE photos(
-                  job TEXT NOT NULL, position INTEGER NOT NULL, sha256 TEXT NOT NULL,
-                  size INTEGER NOT NULL, type TEXT NOT NULL, source TEXT NOT NULL,
-                  uploaded INTEGER NOT NULL DEFAULT 0,
-                  PRIMARY KEY(job, position));
-                PRAGMA user_version = \(Self.schemaVersion);
-                """)
+            if version < 1 {
+                try db.execute("""
+                    CREATE TABLE jobs(
+                      id TEXT PRIMARY KEY, hub TEXT NOT NULL, created INTEGER NOT NULL,
+                      code TEXT, location TEXT, lat REAL, lon REAL, receive INTEGER,
+                      item TEXT, new_item INTEGER NOT NULL DEFAULT 0,
+                      state TEXT NOT NULL, reason TEXT);
+                    CREATE TABLE stages(
+                      job TEXT NOT NULL, position INTEGER NOT NULL, stage TEXT NOT NULL,
+                      status TEXT NOT NULL, result TEXT, updated INTEGER NOT NULL,
+                      PRIMARY KEY(job, stage));
+                    CREATE TABLE photos(
+                      job TEXT NOT NULL, position INTEGER NOT NULL, sha256 TEXT NOT NULL,
+                      size INTEGER NOT NULL, type TEXT NOT NULL, source TEXT NOT NULL,
+                      uploaded INTEGER NOT NULL DEFAULT 0,
+                      PRIMARY KEY(job, position));
+                    """)
+            }
+            if version < 2 {
+                // Jobs written before the analyzed stage get it after their
+                // upload stage: pending while cover-set is still to come (the
+                // job waits for the analysis like a new one), else confirmed
+                // as skipped.
+                try db.execute("""
+                    UPDATE stages SET position = position + 1
+                    WHERE position > (SELECT u.position FROM stages u WHERE u.job = stages.job AND u.stage = 'upload')
+                      AND NOT EXISTS (SELECT 1 FROM stages a WHERE a.job = stages.job AND a.stage = 'analyzed');
+                    INSERT INTO stages(job, position, stage, status, result, updated)
+                    SELECT u.job, u.position + 1, 'analyzed',
+                           CASE WHEN c.status = 'confirmed' THEN 'confirmed' ELSE 'pending' END,
+                           CASE WHEN c.status = 'confirmed' THEN '\(Self.analyzedBeforeStage)' END,
+                           u.updated
+                    FROM stages u LEFT JOIN stages c ON c.job = u.job AND c.stage = 'cover-set'
+                    WHERE u.stage = 'upload'
+                      AND NOT EXISTS (SELECT 1 FROM stages a WHERE a.job = u.job AND a.stage = 'analyzed');
+                    """)
+            }
+            try db.execute("PRAGMA user_version = \(Self.schemaVersion);")
         }
     }
 
@@ -194,6 +220,19 @@ public final class IntakeOutbox {
             job.stages[index].result = result
             job.stages[index].updated = now
         }
+    }
+
+    /// Merges `accepted` into the analysis the job's analyzed stage
+    /// recorded (after `tally intake accept`), so `status` shows it; a job
+    /// without a recorded analysis is left as it is.
+    public func recordAccepted(jobID: String, accepted: JSONObject) throws(OutboxError) {
+        guard let job = try jobs(id: jobID).first,
+              let index = job.stages.firstIndex(where: { $0.stage == .analyzed && $0.status == .confirmed }),
+              var result = job.stages[index].result, case .object(var analysis)? = result["analysis"] else { return }
+        analysis["accepted"] = .object(accepted)
+        result["analysis"] = .object(analysis)
+        try db.query("UPDATE stages SET result = ? WHERE job = ? AND stage = 'analyzed'",
+                     [.text(JSONValue.object(result).serializedString), .text(jobID)])
     }
 
     /// Records that the hub stored one photo.

@@ -78,14 +78,16 @@ public enum IntakeRequests {
     }
 
     /// `cover-set`: the first photo becomes the record's cover, and the
-    /// item's when it has none yet (an existing item keeps the cover it has).
+    /// item's when it has none yet (an existing item keeps the cover it has);
+    /// from analyzed, or from media-uploaded when the hub did not analyse
+    /// within the runner's wait (`IntakeJob.coverSetFrom`).
     public static func coverSet(_ job: IntakeJob, itemHasCover: Bool) -> IntakeRequest {
         let cover = JSONValue.string(job.photos.first?.sha256 ?? "")
         var ops: [WriteOperation] = []
         if !itemHasCover {
             ops.append(.merge(job.item ?? "", patch: ["cover": cover]))
         }
-        ops.append(.advance(job.record, from: "media-uploaded", to: "cover-set", data: ["cover": cover]))
+        ops.append(.advance(job.record, from: job.coverSetFrom, to: "cover-set", data: ["cover": cover]))
         return IntakeRequest(operations: ops, idem: job.key(.coverSet), atomic: true)
     }
 

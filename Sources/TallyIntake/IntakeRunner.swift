@@ -49,8 +49,14 @@ public final class IntakeRunner {
     public var verbose = true
     /// Where stage lines go (`tally: …` on stderr in the CLI).
     public var log: (String) -> Void = { _ in }
-    /// Where photo upload progress goes (a bar on stderr in the CLI).
+    /// Where photo upload and analysis progress goes (a bar on stderr in the CLI).
     public var onUpload: (PhotoUploadEvent) -> Void = { _ in }
+    /// How long the analyzed stage waits for the hub to analyse the photos
+    /// (`--analysis-wait`); then the job goes on from media-uploaded.
+    public var analysisWaitMillis: Int64 = IntakeRunner.defaultAnalysisWaitMillis
+    public static let defaultAnalysisWaitMillis: Int64 = 60_000
+    /// Milliseconds, monotonic: the analysis wait's clock.
+    public var clock: () -> Int64 = PhotoUploadDisplay.monotonicMillis
     /// Called at every point a crash can leave the job at (`create:sent`,
     /// `upload:2`, `done:confirmed`, …): the CLI's `TALLY_INTAKE_CRASH_AT`
     /// kills the process there; tests throw `Interruption` to stop there.
@@ -129,6 +135,7 @@ public final class IntakeRunner {
         case .create: try create(&job)
         case .created: try created(&job)
         case .upload: try upload(&job)
+        case .analyzed: try analyzed(&job)
         case .coverSet: try coverSet(&job)
         case .done: try done(&job)
         }
@@ -261,22 +268,129 @@ public final class IntakeRunner {
         do { try outbox.markUploaded(&job, position: photo.position) } catch { throw .local(error) }
     }
 
-    private func coverSet(_ job: inout IntakeJob) throws(StageError) {
-        let item = try itemEnvelope(job)
-        let hasCover = (item["data"]?["cover"]).map { !$0.isNull } ?? false
-        switch ask(IntakeRequests.coverSet(job, itemHasCover: hasCover)) {
-        case .success(let reply):
-            try point("cover-set:sent")
-            var result = result(of: reply, job)
-            result["cover"] = .string(job.photos.first?.sha256 ?? "")
-            try record(&job, .coverSet, result)
-            say("cover-set: \(job.photos.first?.sha256 ?? "")\(hasCover ? " (the item keeps its own cover)" : "")")
-        case .failure(.refused(let error)):
-            if try reconciled(&job, .coverSet, error) { return }
-            throw Self.classify(.refused(error))
-        case .failure(let error):
-            throw Self.classify(error)
+    /// Waits for the hub to move the record media-uploaded → analyzed
+    /// (it analyses the photos itself), watching the record's stage with a
+    /// subscription, at most `analysisWaitMillis`; records the analysis, or
+    /// that the wait ran out (then cover-set advances from media-uploaded
+    /// and the hub's late advance is refused by its from-check).
+    private func analyzed(_ job: inout IntakeJob) throws(StageError) {
+        let photos = job.photos.count
+        let start = clock()
+        var envelope = try watch(job.record)
+        defer { _ = ask(["op": "unsubscribe", "name": .string(job.record), "path": "stage"]) }
+        if let envelope, let line = try analysisSeen(envelope, &job) {
+            say(line)
+            return
         }
+        report(.analysing(photos: photos, waited: 0))
+        var lastTick = start
+        var line: String?
+        do throws(StageError) {
+            try point("analyzed:waiting")
+            while true {
+                if let envelope, let seen = try analysisSeen(envelope, &job) {
+                    line = seen
+                    break
+                }
+                let waited = clock() - start
+                let remaining = analysisWaitMillis - waited
+                if remaining <= 0 {
+                    try record(&job, .analyzed, ["stage": "media-uploaded", "waited": .number(JSONNumber(waited)),
+                                                 "timeout": true])
+                    line = "analysed: the hub did not analyse the photos within \(Self.seconds(analysisWaitMillis)); going on without it"
+                    break
+                }
+                let push: JSONObject?
+                do throws(HubError) {
+                    guard let hub else { throw HubError.disconnected("the connection closed") }
+                    push = try hub.nextPush(timeoutMillis: Int(min(remaining, 1000)))
+                } catch {
+                    throw .transient(error)
+                }
+                let now = clock()
+                if now - lastTick >= 1000 {
+                    lastTick = now
+                    report(.analysing(photos: photos, waited: now - start))
+                }
+                // A change to the stage: read the record as it is now.
+                if push != nil { envelope = try recordEnvelope(job.record) }
+            }
+        } catch {
+            report(.analysisEnded)
+            throw error
+        }
+        report(.analysisEnded)
+        if let line { say(line) }
+    }
+
+    /// Subscribes to the record's stage and returns the record as it is.
+    private func watch(_ name: String) throws(StageError) -> JSONObject? {
+        switch ask(["op": "subscribe", "name": .string(name), "path": "stage"]) {
+        case .success: break
+        case .failure(let error): throw Self.classify(error)
+        }
+        return try recordEnvelope(name)
+    }
+
+    /// Whether the record is at analyzed or past it: then the stage is
+    /// recorded (with the analysis when there is one) and the line to show
+    /// is returned; nil while it is not. A failed record ends the job.
+    private func analysisSeen(_ envelope: JSONObject, _ job: inout IntakeJob) throws(StageError) -> String? {
+        guard let stage = envelope["data"]?["stage"]?.stringValue else { return nil }
+        if stage == "failed" {
+            let reason = envelope["data"]?["history"]?.arrayValue?.last?["reason"]?.stringValue
+            throw .failedOnHub("\(job.record) was marked failed on the hub\(reason.map { ": \($0)" } ?? "")")
+        }
+        let order = IntakeStage.workflowOrder
+        guard let have = order.firstIndex(of: stage), let want = order.firstIndex(of: "analyzed"), have >= want else {
+            return nil
+        }
+        var result: JSONObject = ["stage": .string(stage), "version": envelope["version"] ?? .null,
+                                  "seq": envelope["seq"] ?? .null]
+        let analysis = IntakeAnalysis(envelope["data"]?["analysis"])
+        if let analysis { result["analysis"] = .object(analysis.json) }
+        if stage != "analyzed" { result["reconciled"] = true }
+        try record(&job, .analyzed, result)
+        return analysis?.summaryLine ?? "analysed: \(job.record) is already \(stage), without an analysis"
+    }
+
+    private func coverSet(_ job: inout IntakeJob) throws(StageError) {
+        var attempts = 0
+        while true {
+            attempts += 1
+            let item = try itemEnvelope(job)
+            let hasCover = (item["data"]?["cover"]).map { !$0.isNull } ?? false
+            let from = job.coverSetFrom
+            switch ask(IntakeRequests.coverSet(job, itemHasCover: hasCover)) {
+            case .success(let reply):
+                try point("cover-set:sent")
+                var result = result(of: reply, job)
+                result["cover"] = .string(job.photos.first?.sha256 ?? "")
+                result["from"] = .string(from)
+                try record(&job, .coverSet, result)
+                say("cover-set: \(job.photos.first?.sha256 ?? "")\(hasCover ? " (the item keeps its own cover)" : "")")
+                return
+            case .failure(.refused(let error)):
+                if try reconciled(&job, .coverSet, error) { return }
+                // The wait ran out, then the hub analysed before this
+                // advance: take its analysis and advance from analyzed
+                // (a refusal is not kept under the key: the same key is free).
+                if from == "media-uploaded", attempts == 1, error["code"]?.stringValue == "conflict",
+                   let envelope = try recordEnvelope(job.record), envelope["data"]?["stage"]?.stringValue == "analyzed",
+                   let line = try analysisSeen(envelope, &job) {
+                    say(line + " (after the wait)")
+                    continue
+                }
+                throw Self.classify(.refused(error))
+            case .failure(let error):
+                throw Self.classify(error)
+            }
+        }
+    }
+
+    /// Milliseconds as people read a wait: `60 s`, `1.5 s`.
+    static func seconds(_ millis: Int64) -> String {
+        millis % 1000 == 0 ? "\(millis / 1000) s" : "\(Double(millis) / 1000) s"
     }
 
     private func done(_ job: inout IntakeJob) throws(StageError) {

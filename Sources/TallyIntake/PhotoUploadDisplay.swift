@@ -35,6 +35,17 @@ public final class PhotoUploadDisplay {
         case .abandoned:
             if drawn { write("\n") }
             drawn = false
+        case .analysing(let photos, let waited):
+            let line = "analysing \(photos) photo\(photos == 1 ? "" : "s")…"
+            if terminal {
+                write("\r\(line) \(waited / 1000)s\u{1B}[K")
+                drawn = true
+            } else if waited == 0 {
+                write("tally: \(line)\n")
+            }
+        case .analysisEnded:
+            if drawn { write("\r\u{1B}[K") }
+            drawn = false
         }
     }
 

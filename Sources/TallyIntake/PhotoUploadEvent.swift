@@ -1,6 +1,7 @@
-/// What the intake runner reports while it stores a job's photos, for a
-/// display its caller draws (the CLI: a bar redrawn on a terminal, a line
-/// per photo otherwise). The runner itself writes nothing.
+/// What the intake runner reports while it stores a job's photos and while
+/// it waits for the hub to analyse them, for a display its caller draws
+/// (the CLI: a bar redrawn on a terminal, a line per photo otherwise). The
+/// runner itself writes nothing.
 public enum PhotoUploadEvent: Sendable, Equatable {
     /// A photo's upload begins (`label`: "photo 2/3").
     case started(label: String, size: Int)
@@ -10,4 +11,9 @@ public enum PhotoUploadEvent: Sendable, Equatable {
     case stored(label: String, sha256: String, size: Int, new: Bool)
     /// The upload stopped before the photo was stored.
     case abandoned
+    /// The runner waits for the hub's analysis of `photos` photos; sent
+    /// when the wait starts (`waited` 0) and about every second after.
+    case analysing(photos: Int, waited: Int64)
+    /// The wait ended (the runner's next line says how).
+    case analysisEnded
 }

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import TallyImaging
 import TallyStore
 
 /// Why a blob was refused or could not be stored. `code` is the contract's
@@ -21,6 +22,14 @@ public enum BlobError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The PostgreSQL database holding the photos could not be reached, or
     /// refused the statement (`storage_failed`); `detail` is for logs only.
     case databaseFailed(operation: String, unreachable: Bool, detail: String)
+    /// A thumbnail's `w` is not one of `BlobStore.thumbnailWidths` (`bad_field`).
+    case badWidth(String)
+    /// The stored photo cannot be decoded to make a thumbnail of it
+    /// (`undecodable_photo`): the decoder's reason. The original is still
+    /// served as it was uploaded.
+    case undecodablePhoto(String)
+    /// The image library failed to start (`unavailable`): the hub's fault.
+    case imagingUnavailable(String)
 
     public var code: String {
         switch self {
@@ -30,6 +39,9 @@ public enum BlobError: Error, Sendable, Equatable, CustomStringConvertible {
         case .quotaExceeded: "quota_exceeded"
         case .checksumMismatch: "checksum_mismatch"
         case .storageFailed, .databaseFailed: "storage_failed"
+        case .badWidth: "bad_field"
+        case .undecodablePhoto: "undecodable_photo"
+        case .imagingUnavailable: "unavailable"
         }
     }
 
@@ -64,6 +76,15 @@ public enum BlobError: Error, Sendable, Equatable, CustomStringConvertible {
             return "the hub cannot reach its database to \(operation); retry later, and tell the operator if it persists"
         case .databaseFailed(let operation, false, _):
             return "the hub's database failed to \(operation); retry later, and tell the operator if it persists"
+        case .badWidth(let width):
+            let widths = BlobStore.thumbnailWidths.map(String.init).joined(separator: ", ")
+            let shown = width.utf8.count > 20 ? String(width.prefix(20)) + "…" : width
+            return "w must be one of \(widths) (the thumbnail's width in pixels), not \"\(shown)\"; "
+                + "leave w out for the photo as uploaded"
+        case .undecodablePhoto(let reason):
+            return "no thumbnail can be made: \(reason); GET it without w for the bytes as uploaded"
+        case .imagingUnavailable(let reason):
+            return "the hub cannot make thumbnails (\(reason)); GET the photo without w, and tell the operator"
         }
     }
 
@@ -72,6 +93,14 @@ public enum BlobError: Error, Sendable, Equatable, CustomStringConvertible {
         case .storageFailed(_, let path, _) where !path.isEmpty: "\(code): \(message) [\(path)]"
         case .databaseFailed(_, _, let detail): "\(code): \(message) [\(detail)]"
         default: "\(code): \(message)"
+        }
+    }
+
+    /// A photo the image library could not make smaller.
+    init(_ error: ImageError) {
+        switch error {
+        case .undecodable, .tooLarge: self = .undecodablePhoto(error.description)
+        case .unavailable(let why): self = .imagingUnavailable(why)
         }
     }
 

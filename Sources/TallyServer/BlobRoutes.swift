@@ -1,6 +1,7 @@
 import Dispatch
 import Synchronization
 import TallyHTTP
+import TallyImaging
 import TallyNet
 import TallyProtocol
 
@@ -45,12 +46,19 @@ enum BlobRoutes {
         router.add("GET", "/v1/blobs/{sha256}", .deferred(screen: nil) { request, parameters, responder in
             let sha256 = parameters["sha256"] ?? ""
             if let refusal = authorize(request, "read", "blobs/\(sha256)") { return responder.respond(refusal) }
+            let width: Int?
             do throws(BlobError) {
                 try BlobStore.validate(sha256: sha256)
+                width = try thumbnailWidth(request)
             } catch {
                 return responder.respond(response(for: error))
             }
-            workers.async { responder.respond(get(request, sha256: sha256, blobs: blobs, failed: failed)) }
+            if let width {
+                let key = BlobStore.ThumbnailKey(sha256: sha256, width: width, format: thumbnailFormat(request))
+                workers.async { responder.respond(thumbnail(request, key, blobs: blobs, failed: failed)) }
+            } else {
+                workers.async { responder.respond(get(request, sha256: sha256, blobs: blobs, failed: failed)) }
+            }
         })
     }
 
@@ -102,17 +110,77 @@ enum BlobRoutes {
         return HTTPResponse(status: .ok, headers: headers, body: blob.bytes)
     }
 
+    /// A smaller copy (`?w=N`), made on first request and kept: cacheable
+    /// forever under its own ETag. `Vary: Accept`, since the same URL is
+    /// JPEG or WebP by what the client accepts.
+    static func thumbnail(_ request: HTTPRequest, _ key: BlobStore.ThumbnailKey, blobs: BlobStore,
+                          failed: @Sendable (BlobError) -> Void) -> HTTPResponse {
+        var headers = HTTPHeaders()
+        headers.set("ETag", key.etag)
+        headers.set("Cache-Control", "public, max-age=31536000, immutable")
+        headers.set("Vary", "Accept")
+        if matches(request.headers.values("If-None-Match"), etag: key.etag), blobs.exists(sha256: key.sha256) {
+            return HTTPResponse(status: .notModified, headers: headers)
+        }
+        let made: (bytes: [UInt8], type: String, made: Bool)?
+        do { made = try blobs.thumbnail(key) } catch {
+            failed(error)
+            var refusal = response(for: error)
+            refusal.headers.set("Vary", "Accept")
+            return refusal
+        }
+        guard let made else {
+            return .error(.notFound, code: "not_found",
+                          message: "no blob \(key.sha256); PUT its bytes to /v1/blobs/\(key.sha256) first")
+        }
+        headers.set("Content-Type", made.type)
+        headers.set("X-Content-Type-Options", "nosniff")
+        return HTTPResponse(status: .ok, headers: headers, body: made.bytes)
+    }
+
+    /// The `w` query parameter: nil when absent (the original), else one
+    /// of `BlobStore.thumbnailWidths`.
+    static func thumbnailWidth(_ request: HTTPRequest) throws(BlobError) -> Int? {
+        guard let query = request.query, !query.isEmpty else { return nil }
+        let parameters: [String: String]
+        do throws(ProtocolError) { parameters = try REST.query(request) } catch { throw .badWidth(query) }
+        guard let raw = parameters["w"] else { return nil }
+        // One spelling per width ("0128" is not 128): one URL per thumbnail
+        // for every cache on the way.
+        guard let width = BlobStore.thumbnailWidths.first(where: { String($0) == raw }) else { throw .badWidth(raw) }
+        return width
+    }
+
+    /// WebP when the `Accept` header lists `image/webp` (with a q above 0),
+    /// else JPEG, which every client shows.
+    static func thumbnailFormat(_ request: HTTPRequest) -> PhotoDecoder.Format {
+        for field in request.headers.values("Accept") {
+            for element in field.split(separator: ",") {
+                let parts = element.split(separator: ";").map { REST.trimmed(String($0)).lowercased() }
+                guard parts.first == "image/webp" else { continue }
+                let zero = parts.dropFirst().contains { parameter in
+                    parameter.hasPrefix("q=") && (Double(parameter.dropFirst(2)) ?? 1) <= 0
+                }
+                if !zero { return .webp }
+            }
+        }
+        return .jpeg
+    }
+
     /// Whether an `If-None-Match` field names this blob's ETag or `*`.
-    /// RFC 9110 §13.1.2: the comparison is weak, so `W/"…"` matches too.
     static func matches(_ fields: [String], sha256: String) -> Bool {
+        matches(fields, etag: "\"\(sha256)\"")
+    }
+
+    /// Whether an `If-None-Match` field names `etag` (quoted) or `*`.
+    /// RFC 9110 §13.1.2: the comparison is weak, so `W/"…"` matches too.
+    static func matches(_ fields: [String], etag: String) -> Bool {
         for field in fields {
             for element in field.split(separator: ",") {
                 var tag = Substring(REST.trimmed(String(element)))
                 if tag == "*" { return true }
                 if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
-                if tag.count == 66, tag.first == "\"", tag.last == "\"", tag.dropFirst().dropLast() == sha256 {
-                    return true
-                }
+                if tag == etag { return true }
             }
         }
         return false
@@ -129,7 +197,9 @@ enum BlobRoutes {
         case .tooLarge(_, let limit): details["limit"] = .number(JSONNumber(limit))
         case .quotaExceeded(_, _, let quota): details["quota"] = .number(JSONNumber(quota))
         case .checksumMismatch(_, let actual): details["actual"] = .string(actual)
-        case .storageFailed, .databaseFailed: break
+        case .badWidth: details["field"] = "w"; details["allowed"] = .array(BlobStore.thumbnailWidths.map { .number(JSONNumber($0)) })
+        case .undecodablePhoto(let reason): details["reason"] = .string(reason)
+        case .storageFailed, .databaseFailed, .imagingUnavailable: break
         }
         let failure = ProtocolError(ErrorCode(rawValue: error.code), error.message, details: details)
         var writer = MessageWriter()
@@ -143,7 +213,11 @@ enum BlobRoutes {
     /// hub's storage 503 (retry later).
     static func status(of error: BlobError) -> HTTPStatus {
         switch error {
-        case .badSHA256, .checksumMismatch: .badRequest
+        case .badSHA256, .checksumMismatch, .badWidth: .badRequest
+        // RFC 9110 §15.5.21: the request was understood, but the photo it
+        // names cannot be processed.
+        case .undecodablePhoto: HTTPStatus(422, "Unprocessable Content")
+        case .imagingUnavailable: .serviceUnavailable
         case .unsupportedType, .signatureMismatch: .unsupportedMediaType
         case .tooLarge: .payloadTooLarge
         // RFC 4918 §11.5: "unable to store the representation needed to

@@ -46,6 +46,14 @@ public final class BlobStore: Sendable {
     /// Bytes of the blobs stored, plus those of uploads being written.
     let used: Atomic<Int>
     let backend: Backend
+    /// Where a disk store keeps its thumbnails: `<data>/blobs/thumbs/`,
+    /// created with the first one (BlobStore+Thumbnails.swift).
+    let thumbnailFiles: BlobFiles?
+    /// A memory store's thumbnails, by `ThumbnailKey.fileName`.
+    let thumbnailMemory = LockedValueBox<[String: [UInt8]]>([:])
+    /// Thumbnails made, and served from a kept copy (`/metrics`).
+    let thumbnailsMade = Atomic<Int>(0)
+    let thumbnailsReused = Atomic<Int>(0)
 
     enum Backend: Sendable {
         case memory(LockedValueBox<[String: [UInt8]]>)
@@ -70,9 +78,13 @@ public final class BlobStore: Sendable {
             try files.prepare(dataDirectory: directory)
             backend = .disk(files)
             used = Atomic(files.totalBytes())
+            thumbnailFiles = BlobFiles(root: files.root + "/" + BlobStore.thumbnailDirectory)
+            // A crash while keeping a thumbnail leaves a temporary file.
+            thumbnailFiles?.removeAbandonedTemporaryFiles()
         } else {
             backend = .memory(LockedValueBox([:]))
             used = Atomic(0)
+            thumbnailFiles = nil
         }
     }
 
@@ -92,6 +104,7 @@ public final class BlobStore: Sendable {
         do throws(SharedTableError) {
             let table = try PostgresBlobTable(url: url, connections: connections)
             backend = .database(table)
+            thumbnailFiles = nil
             used = Atomic(try table.totalBytes())
         } catch {
             throw BlobError(error)
@@ -113,6 +126,12 @@ public final class BlobStore: Sendable {
             + "tally_blob_bytes \(usedBytes)\n"
             + "# HELP tally_blob_quota_bytes Most bytes the blobs may hold (blobQuota).\n"
             + "# TYPE tally_blob_quota_bytes gauge\ntally_blob_quota_bytes \(quota)\n"
+            + "# HELP tally_thumbnails_made_total Thumbnails made from a stored photo (GET /v1/blobs/{sha256}?w=N).\n"
+            + "# TYPE tally_thumbnails_made_total counter\n"
+            + "tally_thumbnails_made_total \(thumbnailsMade.load(ordering: .relaxed))\n"
+            + "# HELP tally_thumbnails_reused_total Thumbnails served from the copy kept when first made.\n"
+            + "# TYPE tally_thumbnails_reused_total counter\n"
+            + "tally_thumbnails_reused_total \(thumbnailsReused.load(ordering: .relaxed))\n"
     }
 
     /// Verifies and stores a blob; storing one that is already there is a

@@ -164,7 +164,7 @@ extension HubCore.Input {
             case .subscribe(_, let since): since == nil
             case .hello, .get, .unsubscribe, .write, .publish, .report: true
             }
-        case .rest, .stop, .system, .scan, .query, .headAdvanced, .clientRows: false
+        case .rest, .stop, .system, .analyzed, .scan, .query, .headAdvanced, .clientRows: false
         }
     }
 }

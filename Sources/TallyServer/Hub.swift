@@ -19,6 +19,8 @@ public final class Hub: Sendable {
     /// Held from start to shutdown, so that one hub at a time uses the data
     /// directory (see `DataDirectory`); nil for `:memory:`.
     private let directoryLock: FileLock?
+    /// Reads codes and text in intake photos, off the loops (`IntakeAnalyzer`).
+    let analyzer: IntakeAnalyzer
 
     /// Locks the data directory, opens the store, starts the core, binds
     /// and starts serving.
@@ -69,7 +71,10 @@ public final class Hub: Sendable {
         } catch {
             throw HubStartError(opening: error, in: configuration.dataDirectory)
         }
+        analyzer = IntakeAnalyzer(core: core, blobs: blobs, settings: configuration.analysis)
+        core.intakeAnalyzer = analyzer
         core.start()
+        analyzer.start()
         let health = ClientHealth(freshMillis: configuration.clientPublishing.freshMillis)
         let routes = HubRoutes(configuration: configuration, core: core, blobs: blobs, clients: health)
         // Photo uploads are the large request bodies: the parser allows them
@@ -87,6 +92,7 @@ public final class Hub: Sendable {
         do {
             server = try Server(configuration: serverConfiguration, application: routes)
         } catch {
+            analyzer.stop()
             core.stop()
             blobs.close()
             throw .bind(error)
@@ -114,6 +120,8 @@ public final class Hub: Sendable {
         server.shutdown()
         // Before the core stops: a round may be waiting for its rows.
         publisher?.stop()
+        // Before the core stops: no outcome may reach it after.
+        analyzer.stop()
         core.stop()
         blobs.close()
         directoryLock?.release()

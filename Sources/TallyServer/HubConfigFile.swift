@@ -14,7 +14,8 @@ import TallyStore
 ///   "data": "/var/lib/tally", "hubName": "storeroom-1", "durability": "full",
 ///   "retention": {"changes": 1000000, "bytes": 1073741824, "ageSeconds": 604800},
 ///   "maxRecordSize": 1048576, "maxMessageSize": 16777216,
-///   "maxBlobSize": 16777216, "blobQuota": 10737418240
+///   "maxBlobSize": 16777216, "blobQuota": 10737418240,
+///   "analysis": {"enabled": true, "ocr": false, "timeout": "30s", "workers": 1}
 /// }
 /// ```
 public struct HubConfigFile: Sendable {
@@ -52,6 +53,8 @@ public struct HubConfigFile: Sendable {
     public var workflows: [String: Workflow?] = [:]
     /// Record indexes for live queries beyond the built-in ones.
     public var indexes: [RecordIndex] = []
+    /// The `analysis` section (`AnalysisSettings`).
+    public var analysis: AnalysisSettings?
 
     public struct Invalid: Error, CustomStringConvertible {
         public var path: String
@@ -118,6 +121,7 @@ public struct HubConfigFile: Sendable {
             case "roles": file.roles = try parseRoles(member, path)
             case "workflows": file.workflows = try parseWorkflows(member, path)
             case "indexes": file.indexes = try parseIndexes(member, path)
+            case "analysis": file.analysis = try AnalysisSettings.parse(member, path)
             case "retention":
                 guard case .object(let retention) = member else { throw Invalid(path: path, message: "must be an object") }
                 for (inner, innerValue) in retention {
@@ -135,7 +139,7 @@ public struct HubConfigFile: Sendable {
                     }
                 }
             default:
-                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, hubName, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, cacheSize, echo, allowOrigins, allowHosts, peers, maxSubscriptions, maxUnauthenticated, lowStock, users, roles, workflows, indexes")
+                throw Invalid(path: path, message: "unknown setting; known: host, port, threads, data, hubName, durability, retention, maxRecordSize, maxMessageSize, maxBlobSize, blobQuota, cacheSize, echo, allowOrigins, allowHosts, peers, maxSubscriptions, maxUnauthenticated, lowStock, users, roles, workflows, indexes, analysis")
             }
         }
         // Every role a user or a workflow names must exist.

@@ -36,6 +36,7 @@ extension HubConfiguration {
         if let count = file.maxUnauthenticated { core.maxUnauthenticatedConnections = count }
         if let size = file.blobQuota { blobQuotaBytes = size }
         if let size = file.cacheSize { core.cacheBytes = size }
+        if let analysis = file.analysis { self.analysis = analysis }
         core.planner = WorkflowPlanner(workflows: file.workflowSet, policy: file.policy)
         if let users = file.users, !users.isEmpty { core.authenticator = Authenticator(users: users) }
     }

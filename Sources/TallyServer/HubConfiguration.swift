@@ -44,6 +44,8 @@ public struct HubConfiguration: Sendable {
     /// The `Clients` directory (`web/`, `js/`) the dashboard is served
     /// from at `/`, `/app/…` and `/js/…`; nil serves no dashboard.
     public var webDirectory: String?
+    /// The analysis of intake photos (config `analysis`, `IntakeAnalyzer`).
+    public var analysis = AnalysisSettings()
     public init() {}
 
     /// The hub's name once it listens on `port`.

@@ -57,6 +57,12 @@ extension HubCore {
         case .query(let query, let done):
             done((try? queryRecords(query, after: nil, pageLimit: 1000).0) ?? [])
         case .clientRows(let done): done(clientRows())
+        case .analyzed(let outcome):
+            if shared != nil {
+                rerunnably(input) { takeAnalyzed(outcome) }
+            } else {
+                takeAnalyzed(outcome)
+            }
         }
         return nil
     }

@@ -455,6 +455,7 @@ extension HubCore {
             idempotency = StoredIdempotency(key: key, seq: last, time: now, response: bytes)
         }
         emitUnit(StoreUnit(mutations: mutations, changes: stored, idempotency: idempotency, token: UInt64(last)))
+        if intakeAnalyzer != nil { noteIntakeUploads(changes) }
         return .success(WriteResult(seq: last, reply: reply, changes: changes))
     }
 

@@ -203,6 +203,8 @@ extension HubCore {
             emit(.http(call.responder, REST.response(for: error)), after: 0)
         case .system(_, _, _, let done):
             done(.failure(error))
+        case .analyzed(let outcome):
+            logger.warning("analysis.refused", ["record.name": outcome.job.name, "error": error.message])
         case .open, .refused, .close, .committed, .stop, .scan, .query, .headAdvanced, .clientRows:
             break
         }
@@ -364,7 +366,7 @@ extension HubCore.Input {
         case .request(_, let request): !request.operation.isWrite
         case .rest(let call): !call.operation.isWrite
         case .scan, .query: true
-        case .system, .open, .refused, .close, .committed, .stop, .headAdvanced, .clientRows: false
+        case .system, .analyzed, .open, .refused, .close, .committed, .stop, .headAdvanced, .clientRows: false
         }
     }
 
@@ -373,7 +375,7 @@ extension HubCore.Input {
         switch self {
         case .request(_, let request): request.operation.isWrite
         case .rest(let call): call.operation.isWrite
-        case .system: true
+        case .system, .analyzed: true
         case .open, .refused, .close, .committed, .stop, .scan, .query, .headAdvanced, .clientRows: false
         }
     }

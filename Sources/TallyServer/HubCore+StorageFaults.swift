@@ -88,6 +88,8 @@ extension HubCore {
                 break  // a change that was never committed is never pushed
             case .close:
                 kept.append((0, output))
+            case .analyze:
+                break  // nor analysed: the record never entered media-uploaded
             }
         }
         held = kept

@@ -95,6 +95,9 @@ public final class HubCore: @unchecked Sendable {
         case headAdvanced(Int64)
         /// Hands the sessions' sync health out (`clientRows()`), on the core thread.
         case clientRows(@Sendable (ClientRows) -> Void)
+        /// An intake job's analysis ended: advance it to `analyzed`
+        /// (IntakeAnalyzer+Core.swift).
+        case analyzed(IntakeAnalysisOutcome)
     }
 
     enum Output {
@@ -108,6 +111,9 @@ public final class HubCore: @unchecked Sendable {
         case fanout(SharedFrame, [Session], isEvent: Bool)
         case http(HTTPResponder, HTTPResponse)
         case close(Session, WebSocketCloseCode, String)
+        /// A record entered `media-uploaded` by a write of this hub: its
+        /// analysis starts once that write is committed.
+        case analyze(IntakeAnalysisJob)
     }
 
     enum Delivery: Sendable {
@@ -198,6 +204,8 @@ public final class HubCore: @unchecked Sendable {
     /// When the core started: reconnecting clients are spread out for a
     /// while after (see `retryAfter`).
     let startedAt: Int64
+    /// Analyses the photos of intake jobs (set before `start`; nil: none).
+    weak var intakeAnalyzer: IntakeAnalyzer?
 
     public init(store: any Store, configuration: CoreConfiguration, logger: Logger) throws(StoreError) {
         self.startedAt = configuration.clock()
@@ -371,6 +379,8 @@ public final class HubCore: @unchecked Sendable {
             responder.respond(response)
         case .close(let session, let code, let reason):
             queue(.close(session, code, reason), on: session.loop)
+        case .analyze(let job):
+            deliverAnalysisJob(job)
         }
     }
 

@@ -85,6 +85,22 @@ public final class PostgresBlobTable: Sendable {
         }
     }
 
+    /// A kept thumbnail (`tally_blob_thumbs`, schema 6), or nil.
+    public func readThumbnail(_ sha256: String, width: Int, format: String) throws(SharedTableError) -> [UInt8]? {
+        try pool.withConnection(doing: "read a thumbnail") { connection throws(PostgresError) in
+            try connection.execute(Self.readThumbnail, [.text(sha256), .int8(Int64(width)), .text(format)]).first?.bytes(0)
+        }
+    }
+
+    /// Keeps a thumbnail. Two hubs making the same one at once both insert;
+    /// the second does nothing (the bytes would do as well as the first's).
+    public func insertThumbnail(_ sha256: String, width: Int, format: String, bytes: [UInt8]) throws(SharedTableError) {
+        try pool.withConnection(doing: "keep a thumbnail") { connection throws(PostgresError) in
+            _ = try connection.execute(Self.insertThumbnail, [.text(sha256), .int8(Int64(width)), .text(format),
+                                                              .bytea(bytes)])
+        }
+    }
+
     /// Closes the sessions; later calls fail.
     public func close() {
         pool.close()
@@ -97,6 +113,13 @@ public final class PostgresBlobTable: Sendable {
         INSERT INTO tally_blobs(sha256, type, size, data) VALUES ($1, $2, $3, $4)
         ON CONFLICT (sha256) DO NOTHING
         """, parameters: [.text, .text, .int8, .bytea])
+    static let readThumbnail = PostgresStatement("read thumbnail", """
+        SELECT data FROM tally_blob_thumbs WHERE sha256 = $1 AND width = $2 AND format = $3
+        """, parameters: [.text, .int8, .text])
+    static let insertThumbnail = PostgresStatement("keep thumbnail", """
+        INSERT INTO tally_blob_thumbs(sha256, width, format, data) VALUES ($1, $2, $3, $4)
+        ON CONFLICT (sha256, width, format) DO NOTHING
+        """, parameters: [.text, .int8, .text, .bytea])
     static let read = PostgresStatement("read photo", "SELECT data FROM tally_blobs WHERE sha256 = $1",
                                         parameters: [.text])
 }

@@ -137,6 +137,21 @@ enum PostgresSchema {
             );
             CREATE INDEX tally_clients_by_seen ON tally_clients(seen);
             """),
+        // Smaller copies of the photos (GET /v1/blobs/{sha256}?w=N), made
+        // once by whichever hub was asked first and served by all
+        // (PostgresBlobTable.swift). Derived data: not in the quota's SUM,
+        // and any row may be deleted (it is made again on demand).
+        Migration(version: 6, summary: "photo thumbnails", sql: """
+            CREATE TABLE tally_blob_thumbs(
+                sha256 text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+                width int8 NOT NULL CHECK (width > 0),
+                format text NOT NULL,
+                data bytea NOT NULL,
+                created timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY(sha256, width, format)
+            );
+            ALTER TABLE tally_blob_thumbs ALTER COLUMN data SET STORAGE EXTERNAL;
+            """),
     ]
 
     static var latestVersion: Int64 { migrations.last?.version ?? 0 }

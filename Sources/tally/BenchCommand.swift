@@ -140,6 +140,35 @@ enum BenchCommand {
             Option("threads", "N", "client event-loop threads (default 1)"),
             Option("json", nil, "print the result as JSON instead of tables"),
         ]), history),
+        ("analysis", """
+        photo analysis in this process on 12 MP photos drawn here (a label
+                      with an EAN-13, a Data Matrix and printed text): per photo,
+                      decode, ZBar, libdmtx, Tesseract, their total and
+                      PhotoAnalysis.analyze end to end, p50/p95 over the photos;
+                      thumbnail making time per width and output format
+        """, OptionTable(column: 24, [
+            Option("photos", "N", "photos per format (default 10)"),
+            Option("formats", "LIST", "jpeg, webp and/or png (default jpeg,webp,png)"),
+            Option("size", "WxH", "photo size (default 4000x3000, 12 MP)"),
+        ]), analysis),
+        ("analysis-fanout", """
+        the fan-out load (events, S subscribers, U updates/s) on one
+                      Tally hub child, idle and while a background client keeps it
+                      analysing 12 MP photos (blob uploads and intake records moved
+                      to media-uploaded, one after another), in alternating rounds;
+                      idle p99, analysing p99 and their ratio (target ≤ 1.2×)
+        """, OptionTable(column: 24, [
+            Option("subscribers", "S", "subscribers (default 100)"),
+            Option("rate", "U", "updates per second (default 100)"),
+            Option("seconds", "D", "publishing time per phase, shared among the rounds", "(default 20)"),
+            Option("rounds", "K", "idle/analysing pairs on the one hub (default 2)"),
+            Option("inflight", "N", "records waiting for analysis at once (default 2)"),
+            Option("photos", "N", "distinct photos drawn (default 4)"),
+            Option("wait", "SECONDS", "how long a record may wait for its analysis", "(default 30)"),
+            Option("config", "FILE", "the hub's --config (analysis settings)"),
+            Option("threads", "N", "subscriber event-loop threads (default 1)"),
+            Option("durability", "MODE", "the hub's --durability: full (default), normal or off"),
+        ]), analysisFanout),
     ]
 
     static let help = "Usage: " + benchmarks.map { "tally bench \($0.name) [options]" }.joined(separator: "\n       ") + "\n\n"
@@ -152,13 +181,13 @@ enum BenchCommand {
             let a = try Arguments(args.first == "help" ? args.dropFirst() : args, command: "bench",
                                   options: OptionTable(column: 24, benchmarks.flatMap(\.options.options)))
             guard a.flag("help") || args.first == "help" else {
-                throw UsageError(message: "bench needs a benchmark: echo, connections, fanout, cross-hub, writes, startup, soak or history")
+                throw UsageError(message: "bench needs a benchmark: echo, connections, fanout, cross-hub, writes, startup, soak, history, analysis or analysis-fanout")
             }
             print(help)
             return 0
         }
         guard let bench = benchmarks.first(where: { $0.name == which }) else {
-            throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, cross-hub, writes, startup, soak or history")
+            throw UsageError(message: "unknown benchmark '\(which)': use echo, connections, fanout, cross-hub, writes, startup, soak, history, analysis or analysis-fanout")
         }
         let a = try Arguments(args.dropFirst(), command: "bench \(which)", options: bench.options)
         if a.flag("help") {
@@ -350,6 +379,37 @@ enum BenchCommand {
         default: throw UsageError(message: "--url and --hub-pid go together: the hub to load and the process to measure")
         }
         return .soak(bench)
+    }
+
+    private static func analysis(_ a: Arguments) throws(UsageError) -> BenchRun {
+        var bench = AnalysisBenchmark()
+        bench.photos = try a.int("photos", in: 1...1000) ?? bench.photos
+        bench.formats = try names(a, "formats", default: "jpeg,webp,png", takes: "jpeg, webp and/or png")
+        if let text = a.string("size") {
+            let parts = text.split(separator: "x").compactMap { Int($0) }
+            guard parts.count == 2, (16...12_000).contains(parts[0]), (16...12_000).contains(parts[1]) else {
+                throw UsageError(message: "--size takes WIDTHxHEIGHT, each 16 to 12000 pixels, e.g. 4000x3000, not '\(text)'")
+            }
+            (bench.width, bench.height) = (parts[0], parts[1])
+        }
+        return .analysis(bench)
+    }
+
+    private static func analysisFanout(_ a: Arguments) throws(UsageError) -> BenchRun {
+        var template = FanoutBenchmark(broker: .tally, mode: .events)
+        template.subscribers = try a.int("subscribers", in: 1...20_000) ?? 100
+        template.rate = try a.int("rate", in: 1...100_000) ?? 100
+        template.threads = try a.int("threads", in: 1...64) ?? 1
+        template.durability = try durabilityMode(a)
+        var bench = AnalysisFanoutBenchmark(template: template)
+        bench.seconds = try seconds(a, "seconds", default: bench.seconds)
+        guard bench.seconds > 0 else { throw UsageError(message: "--seconds must be more than 0") }
+        bench.rounds = try a.int("rounds", in: 1...100) ?? bench.rounds
+        bench.inflight = try a.int("inflight", in: 1...64) ?? bench.inflight
+        bench.photos = try a.int("photos", in: 1...100) ?? bench.photos
+        bench.analysisWaitSeconds = try seconds(a, "wait", default: bench.analysisWaitSeconds)
+        if let config = a.string("config") { bench.hubArguments = ["--config", config] }
+        return .analysisFanout(bench)
     }
 
     private static func history(_ a: Arguments) throws(UsageError) -> BenchRun {

@@ -34,6 +34,8 @@ enum CommandFailure: Error {
     case intakeJobElsewhere(IntakeJob, here: String)
     /// The outbox could not record a job's progress; the job is kept.
     case intakeOutbox(OutboxError, job: String)
+    /// `intake accept` wrote nothing, and why.
+    case intakeAccept(IntakeAcceptRefusal)
 }
 
 /// The one mapping from every error a command ends with to the message
@@ -133,6 +135,8 @@ enum Failure {
             "intake job \(job.id) belongs to the hub at \(job.hub), not \(here): run 'tally intake resume \(job.id) --server \(job.hub)'"
         case .intakeOutbox(let error, let job):
             "\(error.message); the job is kept: run 'tally intake resume \(job)' once this is fixed"
+        case .intakeAccept(let refusal):
+            refusal.message
         }
     }
 }

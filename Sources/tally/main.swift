@@ -15,7 +15,7 @@ let commands: [(name: String, about: String, run: (ArraySlice<String>) throws ->
     ("emit", "publish an event on a topic", { try ClientCommands.run("emit", $0) }),
     ("on", "print the events published on a topic", { try ClientCommands.run("on", $0) }),
     ("order", "stock orders: new, advance, cancel, ls", OrderCommand.run),
-    ("intake", "intake jobs with photos: new, resume, status", IntakeCommand.run),
+    ("intake", "intake jobs with photos: new, resume, status, accept", IntakeCommand.run),
     ("resolve", "find the item a code (QR, barcode, SKU, serial) names", ResolveCommand.run),
     ("mirror", "an offline mirror: run, get, set, del, ls, status, conflicts", MirrorCommand.run),
     ("verify", "compare a mirror with the hub", VerifyCommand.run),

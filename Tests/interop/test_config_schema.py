@@ -203,7 +203,8 @@ def test_the_schema_is_a_2020_12_schema(schema):
     assert set(schema["properties"]) == {"host", "port", "threads", "data", "hubName", "durability", "retention",
                                          "maxRecordSize", "maxMessageSize", "maxBlobSize", "blobQuota", "cacheSize", "echo",
                                          "allowOrigins", "allowHosts", "peers", "maxSubscriptions",
-                                         "maxUnauthenticated", "lowStock", "users", "roles", "workflows", "indexes"}
+                                         "maxUnauthenticated", "lowStock", "users", "roles", "workflows", "indexes",
+                                         "analysis"}
 
 
 def test_every_member_is_described(schema):

@@ -162,7 +162,7 @@ def test_one_shot_commands_move_past_a_dead_hub(tally, dead, env, tmp_path):
     photo = tmp_path / "photo.jpg"
     photo.write_bytes(jpeg(1))
     intake = run("intake", "new", "--photo", photo, "--code", "FO-1", "--server", hubs,
-                 "--outbox", tmp_path / "outbox.sqlite", "--quiet", env=env, timeout=60)
+                 "--outbox", tmp_path / "outbox.sqlite", "--quiet", "--analysis-wait", "1", env=env, timeout=60)
     assert intake.rc == 0, intake
     job = intake.out.strip().splitlines()[-1]
     assert get_record(tally, job).json()["data"]["stage"] == "done"

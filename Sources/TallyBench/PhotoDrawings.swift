@@ -1,0 +1,194 @@
+import CDmtx
+import CVips
+import TallyImaging
+
+/// Photos made in the bench, never downloaded: a mottled colour "shelf" with
+/// a white label on it carrying an EAN-13 (from its tables), a Data Matrix
+/// (libdmtx's own encoder) and printed text (a 5 × 7 pixel font), encoded
+/// by libvips as a camera would (colour, three bands).
+public enum PhotoDrawings {
+    /// What every photo carries, for checking what the readers found.
+    public static let ean = "4006381333931"
+    public static let serial = "SN-4711"
+    public static let textLines = ["ACME WIDGET", "SN-4711", "LOT 2024"]
+
+    /// One photo of `width` × `height` (varied by `seed`) as `format`.
+    /// - Throws: the encoder's refusal.
+    public static func photo(width: Int, height: Int, seed: UInt64, format: PhotoDecoder.Format,
+                             quality: Int = 85) throws(ImageError) -> [UInt8] {
+        var grey = canvas(width: width, height: height, seed: seed)
+        // The label: about a third of the photo's width, placed by the seed.
+        let scale = max(1, width / 700)   // pixels per EAN module: 5 at 4000 wide
+        let labelWidth = 190 * scale, labelHeight = 150 * scale
+        let x0 = Int(seed % 7) * max(1, (width - labelWidth) / 8) + scale * 8
+        let y0 = Int(seed % 5) * max(1, (height - labelHeight) / 6) + scale * 8
+        fill(&grey, width: width, x: x0, y: y0, w: min(labelWidth, width - x0), h: min(labelHeight, height - y0), value: 235)
+        stamp(ean13(ean, height: 40), scale: scale, quiet: 10, at: x0 + 4 * scale, y0 + 4 * scale, into: &grey, width: width)
+        var textY = y0 + 70 * scale
+        for line in textLines {
+            text(line, pixel: 2 * scale, at: x0 + 14 * scale, textY, into: &grey, width: width)
+            textY += 20 * scale
+        }
+        stamp(dataMatrix(serial), scale: 3 * scale, quiet: 2, at: x0 + 128 * scale, y0 + 8 * scale, into: &grey, width: width)
+        return try encode(colour(grey, width: width, height: height, seed: seed), width: width, height: height,
+                          format: format, quality: quality)
+    }
+
+    /// A mottled grey background: a gradient, blotches 16 pixels square and
+    /// fine grain (a fixed pseudo-random pattern per seed, so runs repeat).
+    static func canvas(width: Int, height: Int, seed: UInt64) -> [UInt8] {
+        var state = seed &* 0x9E37_79B9_7F4A_7C15 &+ 1
+        func next() -> UInt64 {
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return state >> 33
+        }
+        let cellsX = width / 16 + 1, cellsY = height / 16 + 1
+        let blotch = (0..<(cellsX * cellsY)).map { _ in Int(next() % 31) - 15 }
+        var pixels = [UInt8](repeating: 0, count: width * height)
+        pixels.withUnsafeMutableBufferPointer { out in
+            for y in 0..<height {
+                let row = y * width, cellRow = (y / 16) * cellsX
+                for x in 0..<width {
+                    let value = 110 + (x + y) * 50 / (width + height) + blotch[cellRow + x / 16] + Int(next() & 7)
+                    out[row + x] = UInt8(clamping: value)
+                }
+            }
+        }
+        return pixels
+    }
+
+    static func fill(_ pixels: inout [UInt8], width: Int, x: Int, y: Int, w: Int, h: Int, value: UInt8) {
+        guard w > 0, h > 0 else { return }
+        for row in y..<(y + h) { for column in x..<(x + w) { pixels[row * width + column] = value } }
+    }
+
+    /// Copies `mark` (module rows, true = black) onto `pixels` at (x, y),
+    /// each module `scale` pixels square, with a white quiet zone of
+    /// `quiet` modules around it (clipped to the image).
+    static func stamp(_ mark: [[Bool]], scale: Int, quiet: Int, at x: Int, _ y: Int,
+                      into pixels: inout [UInt8], width: Int) {
+        let height = pixels.count / width
+        let rows = mark.count + 2 * quiet, columns = (mark.first?.count ?? 0) + 2 * quiet
+        for row in 0..<rows * scale where y + row < height {
+            for column in 0..<columns * scale where x + column < width {
+                let mr = row / scale - quiet, mc = column / scale - quiet
+                let black = mr >= 0 && mr < mark.count && mc >= 0 && mc < mark[mr].count && mark[mr][mc]
+                pixels[(y + row) * width + x + column] = black ? 20 : 245
+            }
+        }
+    }
+
+    /// EAN-13 modules (95 wide, one row repeated `height` times).
+    static func ean13(_ digits: String, height: Int) -> [[Bool]] {
+        let d = digits.compactMap { $0.wholeNumberValue }
+        guard d.count == 13 else { return [] }
+        let l = ["0001101", "0011001", "0010011", "0111101", "0100011", "0110001", "0101111", "0111011", "0110111", "0001011"]
+        let r = l.map { String($0.map { $0 == "0" ? "1" : "0" }) }
+        let g = r.map { String($0.reversed()) }
+        let parity = ["LLLLLL", "LLGLGG", "LLGGLG", "LLGGGL", "LGLLGG", "LGGLLG", "LGGGLL", "LGLGLG", "LGLGGL", "LGGLGL"]
+        var bits = "101"
+        for (i, p) in parity[d[0]].enumerated() { bits += p == "L" ? l[d[i + 1]] : g[d[i + 1]] }
+        bits += "01010"
+        for i in 7...12 { bits += r[d[i]] }
+        bits += "101"
+        return Array(repeating: bits.map { $0 == "1" }, count: height)
+    }
+
+    /// A Data Matrix of `text`, from libdmtx's encoder (its image sampled
+    /// at module centres: 5 pixels per module, a margin of 10).
+    static func dataMatrix(_ text: String) -> [[Bool]] {
+        guard let encoder = dmtxEncodeCreate() else { return [] }
+        var ref: UnsafeMutablePointer<DmtxEncode>? = encoder
+        defer { dmtxEncodeDestroy(&ref) }
+        var bytes = Array(text.utf8)
+        guard dmtxEncodeDataMatrix(encoder, Int32(bytes.count), &bytes) == DmtxPass,
+              let image = encoder.pointee.image else { return [] }
+        let width = Int(image.pointee.width), height = Int(image.pointee.height)
+        let bytesPerPixel = Int(image.pointee.bytesPerPixel), rowSize = Int(image.pointee.rowSizeBytes)
+        let module = 5, margin = 10
+        var rows: [[Bool]] = []
+        var y = margin + module / 2
+        while y < height - margin {
+            var row: [Bool] = []
+            var x = margin + module / 2
+            while x < width - margin {
+                row.append(image.pointee.pxl[y * rowSize + x * bytesPerPixel] < 128)
+                x += module
+            }
+            rows.append(row)
+            y += module
+        }
+        return rows
+    }
+
+    /// 5 × 7 glyphs (rows top down, bit 4 the left column) for the label's
+    /// characters; others draw as blanks.
+    static let font: [Character: [UInt8]] = [
+        "0": [14, 17, 19, 21, 25, 17, 14], "1": [4, 12, 4, 4, 4, 4, 14], "2": [14, 17, 1, 2, 4, 8, 31],
+        "4": [2, 6, 10, 18, 31, 2, 2], "7": [31, 1, 2, 4, 8, 8, 8],
+        "A": [14, 17, 17, 31, 17, 17, 17], "C": [14, 17, 16, 16, 16, 17, 14], "D": [30, 17, 17, 17, 17, 17, 30],
+        "E": [31, 16, 16, 30, 16, 16, 31], "G": [14, 17, 16, 23, 17, 17, 15], "I": [14, 4, 4, 4, 4, 4, 14],
+        "L": [16, 16, 16, 16, 16, 16, 31], "M": [17, 27, 21, 21, 17, 17, 17], "N": [17, 25, 21, 19, 17, 17, 17],
+        "O": [14, 17, 17, 17, 17, 17, 14], "S": [15, 16, 16, 14, 1, 1, 30], "T": [31, 4, 4, 4, 4, 4, 4],
+        "W": [17, 17, 17, 21, 21, 21, 10], "-": [0, 0, 0, 31, 0, 0, 0],
+    ]
+
+    /// Prints `line` in black at (x, y), each font pixel `pixel` pixels square.
+    static func text(_ line: String, pixel: Int, at x: Int, _ y: Int, into pixels: inout [UInt8], width: Int) {
+        let height = pixels.count / width
+        var left = x
+        for character in line {
+            let glyph = font[character] ?? [0, 0, 0, 0, 0, 0, 0]
+            for (row, bits) in glyph.enumerated() {
+                for column in 0..<5 where bits & (16 >> UInt8(column)) != 0 {
+                    for dy in 0..<pixel where y + row * pixel + dy < height {
+                        for dx in 0..<pixel where left + column * pixel + dx < width {
+                            pixels[(y + row * pixel + dy) * width + left + column * pixel + dx] = 25
+                        }
+                    }
+                }
+            }
+            left += 6 * pixel
+        }
+    }
+
+    /// Three bands: the grey tinted by a slow colour cast that varies with
+    /// the seed (a camera's photo is colour; its decoding costs more).
+    static func colour(_ grey: [UInt8], width: Int, height: Int, seed: UInt64) -> [UInt8] {
+        var rgb = [UInt8](repeating: 0, count: grey.count * 3)
+        let tint = Int(seed % 3)
+        rgb.withUnsafeMutableBufferPointer { out in
+            grey.withUnsafeBufferPointer { src in
+                for i in 0..<src.count {
+                    let v = Int(src[i]), cast = (i % width) * 24 / width - 12
+                    out[3 * i] = UInt8(clamping: v + (tint == 0 ? cast : 0))
+                    out[3 * i + 1] = UInt8(clamping: v + (tint == 1 ? cast : 0))
+                    out[3 * i + 2] = UInt8(clamping: v + (tint == 2 ? cast : -cast / 2))
+                }
+            }
+        }
+        return rgb
+    }
+
+    /// sRGB pixels as `format`, through the shim's savers.
+    static func encode(_ rgb: [UInt8], width: Int, height: Int, format: PhotoDecoder.Format,
+                       quality: Int) throws(ImageError) -> [UInt8] {
+        // libvips starts with the first PhotoDecoder call.
+        _ = try? PhotoDecoder.size(of: [])
+        let made: UnsafeMutablePointer<VipsImage>? = rgb.withUnsafeBytes {
+            vips_image_new_from_memory_copy($0.baseAddress, $0.count, Int32(width), Int32(height), 3, VIPS_FORMAT_UCHAR)
+        }
+        guard let image = made else { throw .undecodable("libvips could not wrap the pixels") }
+        defer { g_object_unref(image) }
+        var buffer: UnsafeMutableRawPointer?
+        var length = 0
+        let failed = switch format {
+        case .jpeg: tally_vips_jpeg(image, Int32(quality), &buffer, &length)
+        case .webp: tally_vips_webp(image, Int32(quality), &buffer, &length)
+        case .png: tally_vips_png(image, &buffer, &length)
+        }
+        guard failed == 0, let buffer else { throw .undecodable("libvips could not encode a \(format.rawValue)") }
+        defer { g_free(buffer) }
+        return [UInt8](UnsafeRawBufferPointer(start: buffer, count: length))
+    }
+}
