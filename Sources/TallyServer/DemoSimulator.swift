@@ -198,6 +198,8 @@ public final class DemoSimulator: Sendable {
             core.submit([Write(name: job.name, action: .advance(Advance(to: "media-uploaded",
                                                                         data: ["photos": .array(photos.map(JSONValue.string))])))],
                         as: actor())
+        case "media-uploaded":
+            return  // the hub's own analysis moves it to analyzed
         default:
             let failed = Int.random(in: 0..<15) == 0
             core.submit([Write(name: job.name, action: .advance(failed ? Advance(to: "failed", reason: "photos too dark") : Advance()))],

@@ -108,9 +108,10 @@ public final class Hub: Sendable {
         }
         let core = core
         let blobs = blobs
+        let analyzer = analyzer
         routes.metricsSource.set { [server] in
             server.metricsSnapshot().prometheusText + core.metrics.prometheusText
-                + HubMetrics.prometheusText(core.store.health) + blobs.prometheusText
+                + HubMetrics.prometheusText(core.store.health) + blobs.prometheusText + analyzer.prometheusText
         }
     }
 

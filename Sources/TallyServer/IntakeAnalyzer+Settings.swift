@@ -24,6 +24,9 @@ public struct AnalysisSettings: Sendable, Equatable {
     public var serialPatterns = [#"SN[- ]?\d+"#]
     /// Text lines that name the item (the first such line is proposed).
     public var namePatterns: [String] = []
+    /// False where something else plays the analyser (the intake runner's
+    /// tests): the hub then leaves records in media-uploaded to it.
+    package var byHub = true
 
     public init() {}
 

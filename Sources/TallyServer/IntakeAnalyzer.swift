@@ -40,7 +40,7 @@ struct IntakeAnalysisOutcome: Sendable {
         var photo: String
     }
 
-    enum Status: String, Sendable {
+    enum Status: String, Sendable, CaseIterable {
         case done, failed, timeout, skipped
     }
 
@@ -94,6 +94,8 @@ public final class IntakeAnalyzer: Sendable {
         var started = false
         var stopping = false
         var threads = 0
+        /// Analyses handed to the core, by status (`/metrics`).
+        var ended: [IntakeAnalysisOutcome.Status: Int] = [:]
     }
 
     private struct Running {
@@ -117,7 +119,7 @@ public final class IntakeAnalyzer: Sendable {
             defer { state.started = true }
             return !state.started && !state.stopping
         }
-        guard fresh else { return }
+        guard fresh, settings.byHub else { return }
         if settings.enabled {
             for index in 0..<settings.workers { spawn { $0.work(index) } }
             spawn { $0.watch() }
@@ -135,12 +137,27 @@ public final class IntakeAnalyzer: Sendable {
     /// Jobs queued or being analysed (tests, metrics).
     var pending: Int { state.withLock { $0.known.count } }
 
+    /// The analysis gauge and counters for `/metrics`.
+    var prometheusText: String {
+        let (pending, ended) = state.withLock { ($0.known.count, $0.ended) }
+        var text = "# HELP tally_intake_analysis_pending Intake jobs queued for photo analysis or being analysed.\n"
+            + "# TYPE tally_intake_analysis_pending gauge\ntally_intake_analysis_pending \(pending)\n"
+            + "# HELP tally_intake_analyses_total Analyses of intake jobs that ended, by status (each then advances its job to analyzed unless the job moved on).\n"
+            + "# TYPE tally_intake_analyses_total counter\n"
+        for status in IntakeAnalysisOutcome.Status.allCases {
+            text += "tally_intake_analyses_total{status=\"\(status.rawValue)\"} \(ended[status] ?? 0)\n"
+        }
+        return text
+    }
+
     /// Queues `job` unless it is queued or running already. With analysis
     /// off, the core advances it at once with status "skipped".
     func enqueue(_ job: IntakeAnalysisJob) {
+        guard settings.byHub else { return }
         guard settings.enabled else {
             return state.withLock { state in
                 guard !state.stopping else { return }
+                state.ended[.skipped, default: 0] += 1
                 core.analyzed(IntakeAnalysisOutcome(job: job, status: .skipped,
                                                     reason: "analysis is off in this hub's configuration (analysis.enabled)",
                                                     millis: 0))
@@ -297,7 +314,9 @@ public final class IntakeAnalyzer: Sendable {
             state.known.remove(name)
             // Under the lock: `stop()` returns only once no post can follow.
             guard !state.stopping else { return }
-            core.analyzed(make(running))
+            let outcome = make(running)
+            state.ended[outcome.status, default: 0] += 1
+            core.analyzed(outcome)
         }
     }
 

@@ -15,7 +15,8 @@ final class IntakeFixture {
 
     init() throws {
         directory = try TemporaryDirectory(prefix: "intake-test")
-        hub = try RestartableHub.temporary(prefix: "intake-hub")
+        // The tests play the hub's analyser (`simulateAnalysis`).
+        hub = try RestartableHub.temporary(prefix: "intake-hub") { $0.analysis.byHub = false }
         outbox = try IntakeOutbox(path: "\(directory.path)/outbox.sqlite")
     }
 

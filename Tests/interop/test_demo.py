@@ -252,6 +252,28 @@ def test_the_stats_equal_a_recount(tally_factory, tmp_path):
     recount_matches(server, "orders/", "stats/orders", ORDER_STAGES, ORDER_TERMINAL)
 
 
+def test_the_hub_analyses_the_simulated_intake_jobs(tally_factory, tmp_path):
+    """The simulator leaves a job at media-uploaded to the hub's own photo
+    analysis: each job that reaches analyzed got there by the hub (actor
+    `hub`), with the analysis of every photo it was uploaded with."""
+    server = demo_hub(tally_factory, tmp_path)
+    wait_for_seed(server)
+    deadline = time.monotonic() + 90
+    while True:
+        _, jobs = records(server, "intake/")
+        analysed = [j for j in jobs if any(h["to"] == "analyzed" for h in j["data"]["history"])]
+        if len(analysed) >= 2:
+            break
+        assert time.monotonic() < deadline, f"fewer than 2 intake jobs reached analyzed: {len(analysed)}"
+        time.sleep(0.5)
+    for job in analysed:
+        data = job["data"]
+        [entry] = [h for h in data["history"] if h["to"] == "analyzed"]
+        assert entry["actor"] == "hub" and entry["from"] == "media-uploaded", (job["name"], data["history"])
+        assert data["analysis"]["status"] == "done", (job["name"], data["analysis"])
+        assert [p["sha256"] for p in data["analysis"]["photos"]] == data["photos"], (job["name"], data)
+
+
 def test_a_restart_does_not_seed_again_and_the_simulator_continues(tally_factory, tmp_path, sync_client):
     server = demo_hub(tally_factory, tmp_path)
     wait_for_seed(server)
