@@ -9,7 +9,8 @@ import TallyImaging
 /// (grey, fitted in `PhotoAnalysis.scanSide`), ZBar on that, the reduction
 /// to `PhotoAnalysis.reducedSide` plus libdmtx, Tesseract on the reduced
 /// image; then `analyze` itself end to end (with text) as the hub calls
-/// it. Thumbnails: `PhotoDecoder.thumbnail` at each width, JPEG and WebP.
+/// it, on the photo and on its background alone (nothing to find).
+/// Thumbnails: `PhotoDecoder.thumbnail` at each width, JPEG and WebP.
 public struct AnalysisBenchmark: Sendable {
     public var formats: [PhotoDecoder.Format] = [.jpeg, .webp, .png]
     /// Photos per format (each drawn differently).
@@ -19,7 +20,7 @@ public struct AnalysisBenchmark: Sendable {
     /// Thumbnail widths timed (the hub's `?w=` set).
     public var thumbnailWidths = [256, 1024]
     /// libdmtx's time limit, as the hub gives it at most.
-    public var dataMatrixMillis = 3000
+    public var dataMatrixMillis = PhotoAnalysis.dataMatrixMillis
 
     public init() {}
 
@@ -64,50 +65,63 @@ public struct AnalysisBenchmark: Sendable {
         do { reader = try TextReader() } catch { throw .ocr(error) }
         var result = Result()
         for format in formats {
-            var decode: [Double] = [], zbar: [Double] = [], dmtx: [Double] = [], ocr: [Double] = []
-            var total: [Double] = [], analyze: [Double] = []
+            // Step name → milliseconds per photo, in the order first timed.
+            var names: [String] = []
+            var times: [String: [Double]] = [:]
             var thumbs: [String: Thumbnail] = [:]
             var sizes: [Int] = [], codesFound = 0, textFound = 0
-            log("\(photos) \(width)×\(height) \(format.rawValue) photos: drawing and analysing")
-            for index in 0..<photos {
-                let bytes: [UInt8]
-                do {
-                    bytes = try PhotoDrawings.photo(width: width, height: height, seed: UInt64(index + 1), format: format)
-                } catch { throw .drawing(format, error) }
-                sizes.append(bytes.count)
-
-                var started = nanos()
-                func lap() -> Double {
-                    let now = nanos()
-                    defer { started = now }
-                    return Double(now - started) / 1e6
-                }
+            var started = nanos()
+            func lap(_ name: String) {
+                let now = nanos()
+                defer { started = now }
+                if times[name] == nil { names.append(name) }
+                times[name, default: []].append(Double(now - started) / 1e6)
+            }
+            /// Each step `analyze` takes, timed alone, then `analyze` whole;
+            /// step names end with `suffix`.
+            func analyse(_ bytes: [UInt8], _ suffix: String) throws(Failure) -> (codes: [FoundCode], lines: [String]) {
+                started = nanos()
                 let image: GreyImage
                 do { image = try PhotoDecoder.grey(bytes, maxSide: PhotoAnalysis.scanSide) } catch {
                     throw .decoding(format, error)
                 }
-                decode.append(lap())
+                lap("decode" + suffix)
                 var codes = CodeReader.zbarCodes(in: image)
-                zbar.append(lap())
+                lap("zbar" + suffix)
                 let reduced = PhotoAnalysis.reduce(image, to: PhotoAnalysis.reducedSide)
                 codes += CodeReader.dataMatrixCodes(in: reduced, timeoutMillis: dataMatrixMillis)
-                dmtx.append(lap())
-                let lines = reader.lines(in: reduced)
-                ocr.append(lap())
-                total.append(decode.last! + zbar.last! + dmtx.last! + ocr.last!)
+                lap("dmtx" + suffix)
+                let lines = reader.lines(in: reduced, timeoutMillis: PhotoAnalysis.textMillis)
+                lap("ocr" + suffix)
+                let steps = ["decode", "zbar", "dmtx", "ocr"].map { times[$0 + suffix]!.last! }
+                if times["total" + suffix] == nil { names.append("total" + suffix) }
+                times["total" + suffix, default: []].append(steps.reduce(0, +))
+                started = nanos()
+                _ = PhotoAnalysis.analyze(bytes, deadline: PhotoAnalysis.now() + 30_000, text: reader)
+                lap("analyze()" + suffix)
+                return (codes, lines)
+            }
+            log("\(photos) \(width)×\(height) \(format.rawValue) photos: drawing and analysing")
+            for index in 0..<photos {
+                let bytes: [UInt8], empty: [UInt8]
+                do {
+                    bytes = try PhotoDrawings.photo(width: width, height: height, seed: UInt64(index + 1), format: format)
+                    // The same background without the label: nothing to find.
+                    empty = try PhotoDrawings.photo(width: width, height: height, seed: UInt64(index + 1), format: format,
+                                                    label: false)
+                } catch { throw .drawing(format, error) }
+                sizes.append(bytes.count)
+                let (codes, lines) = try analyse(bytes, "")
                 let texts = Set(codes.map(\.text))
                 if texts.contains(PhotoDrawings.ean) && texts.contains(PhotoDrawings.serial) { codesFound += 1 }
                 if lines.contains(where: { $0.contains(PhotoDrawings.serial) }) { textFound += 1 }
-
-                _ = lap()
-                _ = PhotoAnalysis.analyze(bytes, deadline: PhotoAnalysis.now() + 30_000, text: reader)
-                analyze.append(lap())
+                _ = try analyse(empty, ", no label")
 
                 for thumbWidth in thumbnailWidths {
                     for output in [PhotoDecoder.Format.jpeg, .webp] {
-                        _ = lap()
+                        let before = nanos()
                         let made = (try? PhotoDecoder.thumbnail(bytes, width: thumbWidth, format: output)) ?? []
-                        let ms = lap()
+                        let ms = Double(nanos() - before) / 1e6
                         let key = "\(thumbWidth) \(output.rawValue)"
                         var t = thumbs[key] ?? Thumbnail(format: format, width: thumbWidth, output: output, millis: [], bytes: [])
                         t.millis.append(ms)
@@ -116,10 +130,7 @@ public struct AnalysisBenchmark: Sendable {
                     }
                 }
             }
-            result.steps += [Step(format: format, name: "decode", millis: decode), Step(format: format, name: "zbar", millis: zbar),
-                             Step(format: format, name: "dmtx", millis: dmtx), Step(format: format, name: "ocr", millis: ocr),
-                             Step(format: format, name: "total", millis: total),
-                             Step(format: format, name: "analyze()", millis: analyze)]
+            result.steps += names.map { Step(format: format, name: $0, millis: times[$0]!) }
             for thumbWidth in thumbnailWidths {
                 for output in [PhotoDecoder.Format.jpeg, .webp] {
                     if let t = thumbs["\(thumbWidth) \(output.rawValue)"] { result.thumbnails.append(t) }

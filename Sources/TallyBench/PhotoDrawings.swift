@@ -12,11 +12,16 @@ public enum PhotoDrawings {
     public static let serial = "SN-4711"
     public static let textLines = ["ACME WIDGET", "SN-4711", "LOT 2024"]
 
-    /// One photo of `width` × `height` (varied by `seed`) as `format`.
+    /// One photo of `width` × `height` (varied by `seed`) as `format`;
+    /// without `label`, the background alone (a photo with no code or text).
     /// - Throws: the encoder's refusal.
     public static func photo(width: Int, height: Int, seed: UInt64, format: PhotoDecoder.Format,
-                             quality: Int = 85) throws(ImageError) -> [UInt8] {
+                             quality: Int = 85, label: Bool = true) throws(ImageError) -> [UInt8] {
         var grey = canvas(width: width, height: height, seed: seed)
+        guard label else {
+            return try encode(colour(grey, width: width, height: height, seed: seed), width: width, height: height,
+                              format: format, quality: quality)
+        }
         // The label: about a third of the photo's width, placed by the seed.
         let scale = max(1, width / 700)   // pixels per EAN module: 5 at 4000 wide
         let labelWidth = 190 * scale, labelHeight = 150 * scale

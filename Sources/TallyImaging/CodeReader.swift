@@ -57,8 +57,14 @@ public enum CodeReader {
     /// modules at one pixel each), and libdmtx is not asked.
     public static let minDataMatrixSide = 10
 
-    /// Every Data Matrix libdmtx finds before `timeoutMillis` runs out
-    /// (its search is slow on large images: pass a reduced one).
+    /// Once a symbol is found, how much longer the search goes on for more:
+    /// a label seldom carries two, and libdmtx's full search over a busy
+    /// photo takes seconds whether it finds one early or none.
+    public static let moreDataMatrixMillis = 250
+
+    /// Every Data Matrix libdmtx finds before `timeoutMillis` runs out, or
+    /// `moreDataMatrixMillis` after the first (its search is slow on large
+    /// images: pass a reduced one).
     public static func dataMatrixCodes(in image: GreyImage, timeoutMillis: Int, limit: Int = 8) -> [FoundCode] {
         // The smallest symbol is 10 × 10 modules. Below that libdmtx is not
         // only useless but fatal: its scan grid asserts `maxExtent > 1`
@@ -87,7 +93,12 @@ public enum CodeReader {
                 guard let output = message.pointee.output, length > 0 else { continue }
                 let text = String(decoding: UnsafeBufferPointer(start: output, count: length), as: UTF8.self)
                 let code = FoundCode(text: text, symbology: "DataMatrix")
-                if !found.contains(code) { found.append(code) }
+                guard !found.contains(code) else { continue }
+                found.append(code)
+                if found.count == 1 {
+                    let soon = dmtxTimeAdd(dmtxTimeNow(), moreDataMatrixMillis)
+                    if (soon.sec, soon.usec) < (deadline.sec, deadline.usec) { deadline = soon }
+                }
             }
         }
         return found

@@ -29,6 +29,13 @@ public enum PhotoAnalysis {
     public static let scanSide = 2600
     /// Longest side libdmtx and Tesseract get.
     public static let reducedSide = 1300
+    /// Most time libdmtx gets per photo. Its search over a 1300 px photo
+    /// of a textured scene takes 1.5 s or more when there is no symbol;
+    /// symbols a label carries are found within the first few hundred ms.
+    public static let dataMatrixMillis = 1500
+    /// Most time Tesseract gets per photo: a label's lines take a few
+    /// hundred ms; a textured photo without text would take seconds.
+    public static let textMillis = 1500
 
     /// - Parameters:
     ///   - deadline: monotonic milliseconds (`PhotoAnalysis.now()`) past
@@ -52,7 +59,7 @@ public enum PhotoAnalysis {
             report.error = "the time limit passed before Data Matrix and text were read"
             return report
         }
-        for code in CodeReader.dataMatrixCodes(in: reduced, timeoutMillis: Int(min(left, 3000)))
+        for code in CodeReader.dataMatrixCodes(in: reduced, timeoutMillis: Int(min(left, Int64(dataMatrixMillis))))
         where !report.codes.contains(code) {
             report.codes.append(code)
         }
@@ -61,7 +68,7 @@ public enum PhotoAnalysis {
                 report.error = "the time limit passed before text was read"
                 return report
             }
-            report.lines = text.lines(in: reduced)
+            report.lines = text.lines(in: reduced, timeoutMillis: Int(min(deadline - now(), Int64(textMillis))))
         }
         return report
     }

@@ -28,14 +28,23 @@ public final class TextReader {
         TessBaseAPIDelete(engine)
     }
 
-    /// The lines of text found, trimmed, empty ones left out.
-    public func lines(in image: GreyImage) -> [String] {
+    /// The lines of text found, trimmed, empty ones left out; with
+    /// `timeoutMillis`, what was recognised by then (Tesseract's own
+    /// deadline, checked between words: a textured photo with no text can
+    /// otherwise take seconds of looking for words in the grain).
+    public func lines(in image: GreyImage, timeoutMillis: Int? = nil) -> [String] {
         guard image.width > 2, image.height > 2 else { return [] }
         let text: String? = image.pixels.withUnsafeBufferPointer { buffer in
             TessBaseAPISetImage(engine, buffer.baseAddress, Int32(image.width), Int32(image.height), 1, Int32(image.width))
             // Photos carry no resolution Tesseract trusts; a label at this scale reads as ~300 dpi.
             TessBaseAPISetSourceResolution(engine, 300)
             defer { TessBaseAPIClear(engine) }
+            if let timeoutMillis, let monitor = TessMonitorCreate() {
+                defer { TessMonitorDelete(monitor) }
+                TessMonitorSetDeadlineMSecs(monitor, Int32(clamping: max(1, timeoutMillis)))
+                // Non-zero when the deadline cut it short: the text so far stands.
+                _ = TessBaseAPIRecognize(engine, monitor)
+            }
             guard let raw = TessBaseAPIGetUTF8Text(engine) else { return nil }
             defer { TessDeleteText(raw) }
             return String(cString: raw)

@@ -53,6 +53,34 @@ import Testing
         #expect(CodeReader.dataMatrixCodes(in: grey, timeoutMillis: 2000).isEmpty)
     }
 
+    /// libdmtx's search over a large grainy photo runs for many seconds
+    /// (10 s for this one, symbol found or not); once it has a symbol it
+    /// goes on for `moreDataMatrixMillis` only (0.3 s in all).
+    @Test func theDataMatrixSearchStopsSoonAfterItFindsOne() throws {
+        let width = 2600, height = 1950
+        var pixels = Drawings.canvas(width: width, height: height)
+        Drawings.stamp(Drawings.dataMatrix("SN-4711"), scale: 8, quiet: 2, at: 200, 200, into: &pixels, width: width)
+        let grey = GreyImage(width: width, height: height, pixels: pixels)
+        let started = PhotoAnalysis.now()
+        #expect(CodeReader.dataMatrixCodes(in: grey, timeoutMillis: 60_000) == [FoundCode(text: "SN-4711", symbology: "DataMatrix")])
+        let took = PhotoAnalysis.now() - started
+        #expect(took < 5_000, "the search went on for \(took) ms after finding the symbol")
+    }
+
+    /// Tesseract looks for words in a photo's grain for seconds (19 s for
+    /// this one in a debug build, 4 s with the deadline: its page layout
+    /// pass runs before the deadline is first checked); the deadline cuts
+    /// it short with what it read by then.
+    @Test func textReadingStopsAtItsDeadline() throws {
+        let width = 2600, height = 1950
+        let grey = GreyImage(width: width, height: height, pixels: Drawings.canvas(width: width, height: height, seed: 3))
+        let reader = try TextReader()
+        let started = PhotoAnalysis.now()
+        _ = reader.lines(in: grey, timeoutMillis: 200)
+        let took = PhotoAnalysis.now() - started
+        #expect(took < 12_000, "Tesseract ran for \(took) ms past a 200 ms deadline")
+    }
+
     @Test func damagedPhotosAreRefusedWithAReason() throws {
         let bytes = try photo(marks: [(Drawings.ean13("4006381333931"), 3, 20, 20)])
         let cases: [(String, [UInt8])] = [
