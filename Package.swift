@@ -80,7 +80,7 @@ let package = Package(
                 swiftSettings: strict),
         // Load generators behind `tally bench`, and the tables they report.
         .target(name: "TallyBench", dependencies: ["TallyConcurrency", "TallyClient", "TallyNet", "TallyHTTP", "TallyTLS",
-                                                   "TallyImaging", "CVips", "CDmtx", "COpenSSL", "TallyProtocol"],
+                                                   "TallyImaging", "CVips", "COpenSSL", "TallyProtocol"],
                 swiftSettings: strict),
         // The Swift client library: requests, reconnect with resume, observation;
         // the blocking facade and REST/blob calls the one-shot commands use;
@@ -120,13 +120,13 @@ let package = Package(
         .testTarget(name: "TallyServerTests",
                     dependencies: ["TallyConcurrency", "TallyServer", "TallyStore", "TallyNet", "TallyProtocol", "TallyTestSupport",
                                    "TallyHubTestSupport", "TallyFileLock", "TallySQLite", "TallyPostgres",
-                                   "TallyImaging", "CDmtx"]),
+                                   "TallyImaging"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyPostgres",
                                                             "TallyTestSupport"]),
         .testTarget(name: "TallyCommandLineTests", dependencies: ["TallyCommandLine"]),
-        .testTarget(name: "TallyImagingTests", dependencies: ["TallyImaging", "CDmtx", "TallyTestSupport"]),
+        .testTarget(name: "TallyImagingTests", dependencies: ["TallyImaging", "TallyTestSupport"]),
         .testTarget(name: "TallySQLiteTests", dependencies: ["TallySQLite", "TallyTestSupport"]),
         .testTarget(name: "TallyPostgresTests", dependencies: ["TallyConcurrency", "TallyPostgres", "TallyTestSupport"]),
         .testTarget(name: "TallyNetTests",

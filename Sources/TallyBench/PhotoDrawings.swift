@@ -1,4 +1,3 @@
-import CDmtx
 import CVips
 import TallyImaging
 
@@ -28,13 +27,13 @@ public enum PhotoDrawings {
         let x0 = Int(seed % 7) * max(1, (width - labelWidth) / 8) + scale * 8
         let y0 = Int(seed % 5) * max(1, (height - labelHeight) / 6) + scale * 8
         fill(&grey, width: width, x: x0, y: y0, w: min(labelWidth, width - x0), h: min(labelHeight, height - y0), value: 235)
-        stamp(ean13(ean, height: 40), scale: scale, quiet: 10, at: x0 + 4 * scale, y0 + 4 * scale, into: &grey, width: width)
+        CodeDrawing.stamp(CodeDrawing.ean13(ean, height: 40), scale: scale, quiet: 10, at: x0 + 4 * scale, y0 + 4 * scale, into: &grey, width: width)
         var textY = y0 + 70 * scale
         for line in textLines {
             text(line, pixel: 2 * scale, at: x0 + 14 * scale, textY, into: &grey, width: width)
             textY += 20 * scale
         }
-        stamp(dataMatrix(serial), scale: 3 * scale, quiet: 2, at: x0 + 128 * scale, y0 + 8 * scale, into: &grey, width: width)
+        CodeDrawing.stamp(CodeDrawing.dataMatrix(serial), scale: 3 * scale, quiet: 2, at: x0 + 128 * scale, y0 + 8 * scale, into: &grey, width: width)
         return try encode(colour(grey, width: width, height: height, seed: seed), width: width, height: height,
                           format: format, quality: quality)
     }
@@ -67,64 +66,8 @@ public enum PhotoDrawings {
         for row in y..<(y + h) { for column in x..<(x + w) { pixels[row * width + column] = value } }
     }
 
-    /// Copies `mark` (module rows, true = black) onto `pixels` at (x, y),
-    /// each module `scale` pixels square, with a white quiet zone of
-    /// `quiet` modules around it (clipped to the image).
-    static func stamp(_ mark: [[Bool]], scale: Int, quiet: Int, at x: Int, _ y: Int,
-                      into pixels: inout [UInt8], width: Int) {
-        let height = pixels.count / width
-        let rows = mark.count + 2 * quiet, columns = (mark.first?.count ?? 0) + 2 * quiet
-        for row in 0..<rows * scale where y + row < height {
-            for column in 0..<columns * scale where x + column < width {
-                let mr = row / scale - quiet, mc = column / scale - quiet
-                let black = mr >= 0 && mr < mark.count && mc >= 0 && mc < mark[mr].count && mark[mr][mc]
-                pixels[(y + row) * width + x + column] = black ? 20 : 245
-            }
-        }
-    }
 
-    /// EAN-13 modules (95 wide, one row repeated `height` times).
-    static func ean13(_ digits: String, height: Int) -> [[Bool]] {
-        let d = digits.compactMap { $0.wholeNumberValue }
-        guard d.count == 13 else { return [] }
-        let l = ["0001101", "0011001", "0010011", "0111101", "0100011", "0110001", "0101111", "0111011", "0110111", "0001011"]
-        let r = l.map { String($0.map { $0 == "0" ? "1" : "0" }) }
-        let g = r.map { String($0.reversed()) }
-        let parity = ["LLLLLL", "LLGLGG", "LLGGLG", "LLGGGL", "LGLLGG", "LGGLLG", "LGGGLL", "LGLGLG", "LGLGGL", "LGGLGL"]
-        var bits = "101"
-        for (i, p) in parity[d[0]].enumerated() { bits += p == "L" ? l[d[i + 1]] : g[d[i + 1]] }
-        bits += "01010"
-        for i in 7...12 { bits += r[d[i]] }
-        bits += "101"
-        return Array(repeating: bits.map { $0 == "1" }, count: height)
-    }
 
-    /// A Data Matrix of `text`, from libdmtx's encoder (its image sampled
-    /// at module centres: 5 pixels per module, a margin of 10).
-    static func dataMatrix(_ text: String) -> [[Bool]] {
-        guard let encoder = dmtxEncodeCreate() else { return [] }
-        var ref: UnsafeMutablePointer<DmtxEncode>? = encoder
-        defer { dmtxEncodeDestroy(&ref) }
-        var bytes = Array(text.utf8)
-        guard dmtxEncodeDataMatrix(encoder, Int32(bytes.count), &bytes) == DmtxPass,
-              let image = encoder.pointee.image else { return [] }
-        let width = Int(image.pointee.width), height = Int(image.pointee.height)
-        let bytesPerPixel = Int(image.pointee.bytesPerPixel), rowSize = Int(image.pointee.rowSizeBytes)
-        let module = 5, margin = 10
-        var rows: [[Bool]] = []
-        var y = margin + module / 2
-        while y < height - margin {
-            var row: [Bool] = []
-            var x = margin + module / 2
-            while x < width - margin {
-                row.append(image.pointee.pxl[y * rowSize + x * bytesPerPixel] < 128)
-                x += module
-            }
-            rows.append(row)
-            y += module
-        }
-        return rows
-    }
 
     /// 5 × 7 glyphs (rows top down, bit 4 the left column) for the label's
     /// characters; others draw as blanks.

@@ -1,5 +1,6 @@
 import CZlib
 @preconcurrency import Glibc
+import TallyImaging
 
 /// Sample intake photos for `tally serve --demo`: a soft gradient with a few
 /// blurred discs, different for every seed, optionally captioned.
@@ -14,13 +15,35 @@ enum DemoImage {
 
     /// A PNG (RFC 2083) of `width` × `height` 8-bit RGB pixels. Sizes are
     /// clamped to 1...`maxSide`; `label` is drawn in capitals along the
-    /// bottom (characters without a glyph show as `?`).
-    static func png(width: Int, height: Int, seed: UInt64, label: String?) -> [UInt8] {
+    /// bottom (characters without a glyph show as `?`); `code` as a Data
+    /// Matrix on a white tag in the top left corner, as a serial label
+    /// looks in an intake photo (the hub's analysis reads it).
+    static func png(width: Int, height: Int, seed: UInt64, label: String?, code: String? = nil) -> [UInt8] {
         let width = min(max(width, 1), maxSide)
         let height = min(max(height, 1), maxSide)
         var pixels = render(width: width, height: height, seed: seed)
         if let label, !label.isEmpty { caption(&pixels, width: width, height: height, label) }
+        if let code, !code.isEmpty { tag(&pixels, width: width, height: height, code) }
         return encode(width: width, height: height, rgb: pixels)
+    }
+
+    /// Draws `code` as a Data Matrix, a third of the picture's height, with
+    /// its quiet zone white; nothing when the picture is too small for it.
+    static func tag(_ pixels: inout [UInt8], width: Int, height: Int, _ code: String) {
+        let mark = CodeDrawing.dataMatrix(code)
+        let quiet = 2, margin = 6
+        let rows = mark.count + 2 * quiet, columns = (mark.first?.count ?? 0) + 2 * quiet
+        let scale = min(width, height) / 3 / max(rows, columns, 1)
+        guard !mark.isEmpty, scale >= 2 else { return }
+        var grey = [UInt8](repeating: 0, count: rows * scale * columns * scale)
+        CodeDrawing.stamp(mark, scale: scale, quiet: quiet, at: 0, 0, into: &grey, width: columns * scale)
+        for y in 0..<rows * scale {
+            for x in 0..<columns * scale {
+                let value = grey[y * columns * scale + x]
+                let index = ((margin + y) * width + margin + x) * 3
+                pixels[index] = value; pixels[index + 1] = value; pixels[index + 2] = value
+            }
+        }
     }
 
     /// The picture as RGB bytes, row by row.

@@ -81,18 +81,25 @@ public final class DemoSimulator: Sendable {
     }
 
     /// Stores a generated photo; its hash, or nil without a blob store.
-    private func photo(seed: UInt64, label: String) -> String? {
+    /// A demo photo stored as a blob; `code`, when given, on a tag in it.
+    private func photo(seed: UInt64, label: String, code: String? = nil) -> String? {
         guard let blobs else { return nil }
-        let png = DemoImage.png(width: 320, height: 240, seed: seed, label: label)
+        let png = DemoImage.png(width: 320, height: 240, seed: seed, label: label, code: code)
         guard let hash = try? BlobStore.sha256Hex(png),
               (try? blobs.put(sha256: hash, contentType: "image/png", bytes: png)) != nil else { return nil }
         return hash
     }
 
+    /// The serial on the label of a simulated intake job's first photo.
+    static func serial(_ number: Int) -> String { "SN-\(48_000 + number % 1000)" }
+
     private func newIntake(index: Int, advanceBy steps: Int) {
         let id = "demo-\(UInt32.random(in: 0...UInt32.max))"
         let itemName = "items/new-\(id)"
-        let photos = (0..<(2 + index % 2)).compactMap { photo(seed: UInt64(100 + index * 10 + $0), label: "Intake \(index + 1)") }
+        // The first photo shows the new item's serial label.
+        let photos = (0..<(2 + index % 2)).compactMap {
+            photo(seed: UInt64(100 + index * 10 + $0), label: "Intake \(index + 1)", code: $0 == 0 ? Self.serial(index) : nil)
+        }
         let job = "intake/\(id)"
         core.submit([Write(name: job, action: .set(["item": .string(itemName), "location": "Receiving",
                                                     "expectedPhotos": .number(JSONNumber(photos.count))]))], as: actor())
@@ -194,7 +201,9 @@ public final class DemoSimulator: Sendable {
                                                          "serials": [], "codes": []])),
                          Write(name: job.name, action: .advance(Advance(to: "created")))], atomic: true, as: actor())
         case "created":
-            let photos = (0..<3).compactMap { photo(seed: UInt64(tick * 10 + $0), label: job.name) }
+            let photos = (0..<3).compactMap {
+                photo(seed: UInt64(tick * 10 + $0), label: job.name, code: $0 == 0 ? Self.serial(tick) : nil)
+            }
             core.submit([Write(name: job.name, action: .advance(Advance(to: "media-uploaded",
                                                                         data: ["photos": .array(photos.map(JSONValue.string))])))],
                         as: actor())

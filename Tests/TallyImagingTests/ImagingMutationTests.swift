@@ -24,8 +24,8 @@ import Testing
     static let photos: [(format: PhotoDecoder.Format, bytes: [UInt8])] = {
         let width = 240, height = 160
         var pixels = Drawings.canvas(width: width, height: height)
-        Drawings.stamp(Drawings.ean13("4006381333931", height: 30), scale: 2, quiet: 8, at: 4, 4, into: &pixels, width: width)
-        Drawings.stamp(Drawings.dataMatrix("SN-4711"), scale: 4, quiet: 2, at: 160, 80, into: &pixels, width: width)
+        CodeDrawing.stamp(CodeDrawing.ean13("4006381333931", height: 30), scale: 2, quiet: 8, at: 4, 4, into: &pixels, width: width)
+        CodeDrawing.stamp(CodeDrawing.dataMatrix("SN-4711"), scale: 4, quiet: 2, at: 160, 80, into: &pixels, width: width)
         let grey = GreyImage(width: width, height: height, pixels: pixels)
         return [PhotoDecoder.Format.jpeg, .png, .webp].map { format in
             (format, (try? PhotoDecoder.encode(grey, format: format, quality: 70)) ?? [])

@@ -7,13 +7,13 @@ import Testing
     private func photo(width: Int = 900, height: Int = 700, format: PhotoDecoder.Format = .jpeg,
                        marks: [(mark: [[Bool]], scale: Int, x: Int, y: Int)]) throws -> [UInt8] {
         var pixels = Drawings.canvas(width: width, height: height)
-        for m in marks { Drawings.stamp(m.mark, scale: m.scale, quiet: 10, at: m.x, m.y, into: &pixels, width: width) }
+        for m in marks { CodeDrawing.stamp(m.mark, scale: m.scale, quiet: 10, at: m.x, m.y, into: &pixels, width: width) }
         return try PhotoDecoder.encode(GreyImage(width: width, height: height, pixels: pixels), format: format)
     }
 
     @Test func readsAnEAN13AndADataMatrixInOnePhoto() throws {
-        let bytes = try photo(marks: [(Drawings.ean13("4006381333931"), 3, 20, 20),
-                                      (Drawings.dataMatrix("SN-4711"), 8, 450, 300)])
+        let bytes = try photo(marks: [(CodeDrawing.ean13("4006381333931"), 3, 20, 20),
+                                      (CodeDrawing.dataMatrix("SN-4711"), 8, 450, 300)])
         let grey = try PhotoDecoder.grey(bytes, maxSide: 2048)
         #expect(grey.width == 900 && grey.height == 700)
         #expect(CodeReader.zbarCodes(in: grey) == [FoundCode(text: "4006381333931", symbology: "EAN-13")])
@@ -22,7 +22,7 @@ import Testing
 
     @Test func everyFormatDecodes() throws {
         for format in [PhotoDecoder.Format.jpeg, .png, .webp] {
-            let bytes = try photo(width: 400, height: 300, format: format, marks: [(Drawings.ean13("4006381333931"), 2, 20, 20)])
+            let bytes = try photo(width: 400, height: 300, format: format, marks: [(CodeDrawing.ean13("4006381333931"), 2, 20, 20)])
             let grey = try PhotoDecoder.grey(bytes, maxSide: 2048)
             #expect(grey.width == 400, "\(format)")
             #expect(CodeReader.zbarCodes(in: grey).map(\.text) == ["4006381333931"], "\(format)")
@@ -38,7 +38,7 @@ import Testing
     }
 
     @Test func thumbnailIsASmallJPEG() throws {
-        let bytes = try photo(width: 1600, height: 1200, marks: [(Drawings.ean13("4006381333931"), 4, 50, 50)])
+        let bytes = try photo(width: 1600, height: 1200, marks: [(CodeDrawing.ean13("4006381333931"), 4, 50, 50)])
         let thumb = try PhotoDecoder.thumbnail(bytes, width: 256)
         #expect(Array(thumb.prefix(3)) == [0xFF, 0xD8, 0xFF])
         #expect(try PhotoDecoder.size(of: thumb) == (256, 192))
@@ -59,7 +59,7 @@ import Testing
     @Test func theDataMatrixSearchStopsSoonAfterItFindsOne() throws {
         let width = 2600, height = 1950
         var pixels = Drawings.canvas(width: width, height: height)
-        Drawings.stamp(Drawings.dataMatrix("SN-4711"), scale: 8, quiet: 2, at: 200, 200, into: &pixels, width: width)
+        CodeDrawing.stamp(CodeDrawing.dataMatrix("SN-4711"), scale: 8, quiet: 2, at: 200, 200, into: &pixels, width: width)
         let grey = GreyImage(width: width, height: height, pixels: pixels)
         let started = PhotoAnalysis.now()
         #expect(CodeReader.dataMatrixCodes(in: grey, timeoutMillis: 60_000) == [FoundCode(text: "SN-4711", symbology: "DataMatrix")])
@@ -82,7 +82,7 @@ import Testing
     }
 
     @Test func damagedPhotosAreRefusedWithAReason() throws {
-        let bytes = try photo(marks: [(Drawings.ean13("4006381333931"), 3, 20, 20)])
+        let bytes = try photo(marks: [(CodeDrawing.ean13("4006381333931"), 3, 20, 20)])
         let cases: [(String, [UInt8])] = [
             ("empty", []),
             ("not an image", Array("hello, this is text".utf8)),

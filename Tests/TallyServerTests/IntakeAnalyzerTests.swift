@@ -56,9 +56,9 @@ struct IntakeAnalyzerTests {
         try withHub { hub in
             let client = try hub.connect()
             try client.ok(#"{"op":"set","name":"items/drill","data":{"name":"Drill","codes":["4006381333931"],"serials":[]}}"#)
-            let photo = try store(Drawings.photo(marks: [(Drawings.ean13("4006381333931"), 3, 20, 20),
-                                                         (Drawings.ean13("5901234123457"), 3, 20, 400),
-                                                         (Drawings.dataMatrix("SN-4711"), 8, 450, 300)]), in: hub)
+            let photo = try store(Drawings.photo(marks: [(CodeDrawing.ean13("4006381333931"), 3, 20, 20),
+                                                         (CodeDrawing.ean13("5901234123457"), 3, 20, 400),
+                                                         (CodeDrawing.dataMatrix("SN-4711"), 8, 450, 300)]), in: hub)
             try upload(client, id: "j1", photos: [photo])
             let data = try record(client, "intake/j1")
             let analysis = data["analysis"]
@@ -131,7 +131,7 @@ struct IntakeAnalyzerTests {
     @Test func aDamagedOrMissingPhotoIsRecordedAndTheJobGoesOn() throws {
         try withHub { hub in
             let client = try hub.connect()
-            let good = try Drawings.photo(marks: [(Drawings.ean13("4006381333931"), 3, 20, 20)])
+            let good = try Drawings.photo(marks: [(CodeDrawing.ean13("4006381333931"), 3, 20, 20)])
             let goodSha = try store(good, in: hub)
             let truncated = try store(Array(good.prefix(good.count / 2)), in: hub)
             let garbage = try store([0xFF, 0xD8, 0xFF, 0xE0] + Array("not a photo at all".utf8), in: hub)
@@ -161,7 +161,7 @@ struct IntakeAnalyzerTests {
     @Test func analysisOffMovesTheJobOnAsSkipped() throws {
         try withHub({ $0.analysis.enabled = false }) { hub in
             let client = try hub.connect()
-            let photo = try store(Drawings.photo(marks: [(Drawings.ean13("4006381333931"), 3, 20, 20)]), in: hub)
+            let photo = try store(Drawings.photo(marks: [(CodeDrawing.ean13("4006381333931"), 3, 20, 20)]), in: hub)
             try upload(client, id: "off", photos: [photo])
             let analysis = try record(client, "intake/off")["analysis"]
             #expect(analysis?["status"] == "skipped")

@@ -19,6 +19,7 @@ PID; every wait is bounded.
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 import time
 import urllib.parse
@@ -255,7 +256,8 @@ def test_the_stats_equal_a_recount(tally_factory, tmp_path):
 def test_the_hub_analyses_the_simulated_intake_jobs(tally_factory, tmp_path):
     """The simulator leaves a job at media-uploaded to the hub's own photo
     analysis: each job that reaches analyzed got there by the hub (actor
-    `hub`), with the analysis of every photo it was uploaded with."""
+    `hub`), with the analysis of every photo it was uploaded with, and the
+    serial on its first photo's label proposed."""
     server = demo_hub(tally_factory, tmp_path)
     wait_for_seed(server)
     deadline = time.monotonic() + 90
@@ -270,8 +272,13 @@ def test_the_hub_analyses_the_simulated_intake_jobs(tally_factory, tmp_path):
         data = job["data"]
         [entry] = [h for h in data["history"] if h["to"] == "analyzed"]
         assert entry["actor"] == "hub" and entry["from"] == "media-uploaded", (job["name"], data["history"])
-        assert data["analysis"]["status"] == "done", (job["name"], data["analysis"])
-        assert [p["sha256"] for p in data["analysis"]["photos"]] == data["photos"], (job["name"], data)
+        analysis = data["analysis"]
+        assert analysis["status"] == "done", (job["name"], analysis)
+        assert [p["sha256"] for p in analysis["photos"]] == data["photos"], (job["name"], data)
+        # The first photo shows a serial label (a Data Matrix): read and proposed.
+        [code] = analysis["codes"]
+        assert code["symbology"] == "DataMatrix" and code["photo"] == data["photos"][0], (job["name"], analysis)
+        assert re.fullmatch(r"SN-\d+", code["code"]) and analysis["proposals"]["serials"] == [code["code"]], analysis
 
 
 def test_a_restart_does_not_seed_again_and_the_simulator_continues(tally_factory, tmp_path, sync_client):
