@@ -66,9 +66,6 @@ public enum PhotoDrawings {
         for row in y..<(y + h) { for column in x..<(x + w) { pixels[row * width + column] = value } }
     }
 
-
-
-
     /// 5 × 7 glyphs (rows top down, bit 4 the left column) for the label's
     /// characters; others draw as blanks.
     static let font: [Character: [UInt8]] = [

@@ -1,8 +1,7 @@
 import TallyImaging
 
-/// Codes drawn in the test, never downloaded (copied from
-/// Tests/TallyImagingTests/Drawings.swift): an EAN-13 from its tables, a
-/// Data Matrix from libdmtx's own encoder, placed on a mottled background.
+/// Codes drawn in the test, never downloaded (CodeDrawing's EAN-13 and
+/// Data Matrix) on a mottled background.
 enum Drawings {
     /// A mottled grey canvas (a fixed pseudo-random pattern, so runs repeat).
     static func canvas(width: Int, height: Int, seed: UInt64 = 7) -> [UInt8] {
@@ -14,10 +13,6 @@ enum Drawings {
         }
         return pixels
     }
-
-
-
-
 }
 
 extension Drawings {
