@@ -43,12 +43,13 @@ public enum PhotoDecoder {
         return try withThumbnail(bytes, width: maxSide, height: maxSide, strict: strict) { image throws(ImageError) in
             guard let grey = tally_vips_grey(image) else { throw .undecodable(lastError()) }
             defer { g_object_unref(grey) }
-            var size = 0
-            guard let memory = vips_image_write_to_memory(grey, &size) else { throw .undecodable(lastError()) }
-            defer { g_free(memory) }
             let width = Int(vips_image_get_width(grey)), height = Int(vips_image_get_height(grey))
-            guard size == width * height else { throw .undecodable("unexpected pixel layout") }
-            let pixels = [UInt8](UnsafeRawBufferPointer(start: memory, count: size))
+            var failed = false
+            let pixels = [UInt8](unsafeUninitializedCapacity: width * height) { buffer, count in
+                failed = tally_vips_pixels(grey, buffer.baseAddress, buffer.count) != 0
+                count = failed ? 0 : buffer.count
+            }
+            if failed { throw .undecodable(lastError()) }
             return GreyImage(width: width, height: height, pixels: pixels)
         }
     }
