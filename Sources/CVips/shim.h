@@ -66,10 +66,10 @@ static inline VipsImage *tally_vips_grey(VipsImage *in) {
 
 /// Computes `in` on the calling thread, into `out` (`len` bytes: width ×
 /// height × bytes per pixel, rows packed). vips_image_write_to_memory would
-/// hand the work to a libvips worker thread, which keeps the nice value
-/// and CPU set of whichever thread first needed it; prepared here, the
-/// pixels cost the caller's thread only (the analyser's, at nice 19 on its
-/// own CPU). 0 on success.
+/// hand the work to a libvips worker thread, which keeps the nice value of
+/// whichever thread first needed it and trades the image with the caller
+/// across cores; prepared here, the pixels cost the caller's thread only
+/// (the analyser's, below the event loops). 0 on success.
 static inline int tally_vips_pixels(VipsImage *in, void *out, size_t len) {
     size_t row = VIPS_IMAGE_SIZEOF_LINE(in);
     if (row * (size_t)in->Ysize != len) return -1;

@@ -19,10 +19,6 @@ public struct AnalysisSettings: Sendable, Equatable {
     public var timeoutMillis = 30_000
     /// Analysis threads (each decodes one photo at a time).
     public var workers = 1
-    /// How many CPUs the analysis threads keep to: the last ones of those
-    /// the hub may use, always leaving one to the event loops. nil: one
-    /// per worker; 0: any CPU.
-    public var cpus: Int?
     /// Codes (whole) and text lines (the first match in the line) that are
     /// serial numbers.
     public var serialPatterns = [#"SN[- ]?\d+"#]
@@ -52,11 +48,10 @@ public struct AnalysisSettings: Sendable, Equatable {
                 }
                 settings.timeoutMillis = millis
             case "workers": settings.workers = try HubConfigFile.int(member, here, 1...16)
-            case "cpus": settings.cpus = try HubConfigFile.int(member, here, 0...1024)
             case "serialPatterns": settings.serialPatterns = try patterns(member, here)
             case "namePatterns": settings.namePatterns = try patterns(member, here)
             default:
-                throw HubConfigFile.Invalid(path: here, message: "unknown setting; known: enabled, ocr, timeout, workers, cpus, serialPatterns, namePatterns")
+                throw HubConfigFile.Invalid(path: here, message: "unknown setting; known: enabled, ocr, timeout, workers, serialPatterns, namePatterns")
             }
         }
         return settings

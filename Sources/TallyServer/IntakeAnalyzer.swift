@@ -60,12 +60,11 @@ struct IntakeAnalysisOutcome: Sendable {
 ///
 /// Decoding a 12 MP photo and scanning it takes hundreds of milliseconds
 /// to seconds of CPU, so it never runs on an event loop or the core: the
-/// analyzer has its own threads (`analysis.workers`), each at nice 19 and
-/// kept to CPUs the event loops can do without (`AnalysisThreads`), so
+/// analyzer has its own threads (`analysis.workers`), each at nice 10, so
 /// that the loops and the core win the CPU whenever both want it and the
-/// fan-out latency stays close to where it is with no analysis running.
-/// Only the last step — resolving the codes and the write — runs on the
-/// core, as an input like any other (`HubCore.Input.analyzed`).
+/// fan-out latency stays where it is with an analysis running. Only the
+/// last step — resolving the codes and the write — runs on the core, as an
+/// input like any other (`HubCore.Input.analyzed`).
 ///
 /// A job gets `analysis.timeout` from when a worker takes it: past it, a
 /// watchdog thread hands the core what the worker had so far with status
@@ -122,11 +121,8 @@ public final class IntakeAnalyzer: Sendable {
         }
         guard fresh, settings.byHub else { return }
         if settings.enabled {
-            let cpus = AnalysisThreads.cpus(for: settings)
-            for index in 0..<settings.workers { spawn(on: cpus) { $0.work(index) } }
-            spawn(on: cpus) { $0.watch() }
-            core.logger.info("analysis.started", ["workers": String(settings.workers), "ocr": String(settings.ocr),
-                                                  "cpus": cpus.isEmpty ? "any" : cpus.map(String.init).joined(separator: ",")])
+            for index in 0..<settings.workers { spawn { $0.work(index) } }
+            spawn { $0.watch() }
         }
         requeueWaiting()
     }
@@ -204,24 +200,23 @@ public final class IntakeAnalyzer: Sendable {
 
     private final class Start {
         let analyzer: IntakeAnalyzer
-        let cpus: [Int]
         let body: @Sendable (IntakeAnalyzer) -> Void
-        init(_ analyzer: IntakeAnalyzer, _ cpus: [Int], _ body: @escaping @Sendable (IntakeAnalyzer) -> Void) {
+        init(_ analyzer: IntakeAnalyzer, _ body: @escaping @Sendable (IntakeAnalyzer) -> Void) {
             self.analyzer = analyzer
-            self.cpus = cpus
             self.body = body
         }
     }
 
-    /// A detached thread at nice 19 on `cpus` (AnalysisThreads) running
-    /// `body`: a worker busy in a photo at shutdown finishes it on its own,
-    /// without holding up the hub.
-    private func spawn(on cpus: [Int], _ body: @escaping @Sendable (IntakeAnalyzer) -> Void) {
-        let box = Unmanaged.passRetained(Start(self, cpus, body))
+    /// A detached thread at nice 10 running `body`: a worker busy in a
+    /// photo at shutdown finishes it on its own, without holding up the hub.
+    private func spawn(_ body: @escaping @Sendable (IntakeAnalyzer) -> Void) {
+        let box = Unmanaged.passRetained(Start(self, body))
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { raw in
             let start = Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue()
-            AnalysisThreads.settle(on: start.cpus)
+            // Linux keeps a nice value per thread (setpriority(2), NOTES):
+            // this one alone yields to the loops and the core.
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(threadID()), 10)
             start.body(start.analyzer)
             return nil
         }, box.toOpaque())
@@ -361,3 +356,8 @@ public final class IntakeAnalyzer: Sendable {
         millis % 1000 == 0 ? "\(millis / 1000) s" : "\(millis) ms"
     }
 }
+
+/// glibc's gettid(2) (2.30 and later), which the Glibc module does not
+/// import: the id setpriority takes to renice one thread.
+@_silgen_name("gettid")
+private func threadID() -> Int32

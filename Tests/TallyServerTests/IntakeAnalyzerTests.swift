@@ -1,6 +1,4 @@
 @preconcurrency import Glibc
-import Foundation
-import Synchronization
 import Testing
 import TallyEngine
 import TallyImaging
@@ -225,12 +223,11 @@ struct IntakeAnalyzerTests {
 
     @Test func theConfigSectionIsParsedAndCheckedByName() throws {
         let file = try HubConfigFile.parse(try JSONValue.parse(Array(#"""
-            {"analysis": {"enabled": false, "ocr": true, "timeout": "2m", "workers": 2, "cpus": 3,
+            {"analysis": {"enabled": false, "ocr": true, "timeout": "2m", "workers": 2,
                           "serialPatterns": ["S/N \\d+"], "namePatterns": ["^Model"]}}
             """#.utf8)))
         let settings = try #require(file.analysis)
         #expect(!settings.enabled && settings.ocr && settings.timeoutMillis == 120_000 && settings.workers == 2)
-        #expect(settings.cpus == 3 && AnalysisSettings().cpus == nil)
         #expect(settings.serialPatterns == [#"S/N \d+"#] && settings.namePatterns == ["^Model"])
         #expect(AnalysisSettings.duration(.string("500ms")) == 500)
         #expect(AnalysisSettings.duration(.number(JSONNumber(1.5))) == 1500)
@@ -238,8 +235,6 @@ struct IntakeAnalyzerTests {
             (#"{"analysis": {"timeout": "soon"}}"#, "$.analysis.timeout"),
             (#"{"analysis": {"timeout": "0s"}}"#, "$.analysis.timeout"),
             (#"{"analysis": {"workers": 0}}"#, "$.analysis.workers"),
-            (#"{"analysis": {"cpus": -1}}"#, "$.analysis.cpus"),
-            (#"{"analysis": {"cpus": "all"}}"#, "$.analysis.cpus"),
             (#"{"analysis": {"ocr": "yes"}}"#, "$.analysis.ocr"),
             (#"{"analysis": {"serialPatterns": ["SN("]}}"#, "$.analysis.serialPatterns[0]"),
             (#"{"analysis": {"colour": 1}}"#, "$.analysis.colour"),
@@ -253,36 +248,6 @@ struct IntakeAnalyzerTests {
                 }
             }
         }
-    }
-
-    @Test func analysisThreadsKeepToTheLastCPUsAndLeaveOneToTheLoops() throws {
-        let usable = AnalysisThreads.usableCPUs()
-        try #require(!usable.isEmpty)
-        var settings = AnalysisSettings()
-        if usable.count > 1 {
-            #expect(AnalysisThreads.cpus(for: settings) == [usable.last!])
-            settings.workers = 3
-            #expect(AnalysisThreads.cpus(for: settings) == Array(usable.suffix(min(3, usable.count - 1))))
-            settings.cpus = 1024
-            #expect(AnalysisThreads.cpus(for: settings) == Array(usable.dropFirst()))
-        } else {
-            #expect(AnalysisThreads.cpus(for: settings).isEmpty)
-        }
-        settings.cpus = 0
-        #expect(AnalysisThreads.cpus(for: settings).isEmpty)
-
-        // A thread settled on a CPU runs at nice 19 there alone; the
-        // calling thread keeps its own.
-        let seen = Mutex<(cpus: [Int], nice: Int32)?>(nil)
-        let thread = Thread {
-            AnalysisThreads.settle(on: [usable.last!])
-            seen.withLock { $0 = (AnalysisThreads.usableCPUs(), getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)) }
-        }
-        thread.start()
-        try waitUntil("the settled thread", timeoutMillis: 10_000) { seen.withLock { $0 != nil } }
-        let settled = try #require(seen.withLock { $0 })
-        #expect(settled.cpus == [usable.last!] && settled.nice == 19)
-        #expect(AnalysisThreads.usableCPUs() == usable)
     }
 
     @Test func proposalsFollowThePatterns() {
