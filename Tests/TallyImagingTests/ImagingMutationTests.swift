@@ -1,4 +1,5 @@
 import TallyImaging
+import TallyTestSupport
 import Testing
 
 /// Damaged photos through the decoding entry, deterministically: drawn
@@ -23,7 +24,7 @@ import Testing
     /// A 240 × 160 label with an EAN-13 and a Data Matrix in every format.
     static let photos: [(format: PhotoDecoder.Format, bytes: [UInt8])] = {
         let width = 240, height = 160
-        var pixels = Drawings.canvas(width: width, height: height)
+        var pixels = mottledCanvas(width: width, height: height)
         CodeDrawing.stamp(CodeDrawing.ean13("4006381333931", height: 30), scale: 2, quiet: 8, at: 4, 4, into: &pixels, width: width)
         CodeDrawing.stamp(CodeDrawing.dataMatrix("SN-4711"), scale: 4, quiet: 2, at: 160, 80, into: &pixels, width: width)
         let grey = GreyImage(width: width, height: height, pixels: pixels)

@@ -1,4 +1,5 @@
 import TallyImaging
+import TallyTestSupport
 import Testing
 
 /// The photo pipeline on images drawn here: decode (upright, shrunk, grey),
@@ -6,7 +7,7 @@ import Testing
 @Suite struct ImagingTests {
     private func photo(width: Int = 900, height: Int = 700, format: PhotoDecoder.Format = .jpeg,
                        marks: [(mark: [[Bool]], scale: Int, x: Int, y: Int)]) throws -> [UInt8] {
-        var pixels = Drawings.canvas(width: width, height: height)
+        var pixels = mottledCanvas(width: width, height: height)
         for m in marks { CodeDrawing.stamp(m.mark, scale: m.scale, quiet: 10, at: m.x, m.y, into: &pixels, width: width) }
         return try PhotoDecoder.encode(GreyImage(width: width, height: height, pixels: pixels), format: format)
     }
@@ -58,7 +59,7 @@ import Testing
     /// goes on for `moreDataMatrixMillis` only (0.3 s in all).
     @Test func theDataMatrixSearchStopsSoonAfterItFindsOne() throws {
         let width = 2600, height = 1950
-        var pixels = Drawings.canvas(width: width, height: height)
+        var pixels = mottledCanvas(width: width, height: height)
         CodeDrawing.stamp(CodeDrawing.dataMatrix("SN-4711"), scale: 8, quiet: 2, at: 200, 200, into: &pixels, width: width)
         let grey = GreyImage(width: width, height: height, pixels: pixels)
         let started = PhotoAnalysis.now()
@@ -73,7 +74,7 @@ import Testing
     /// it short with what it read by then.
     @Test func textReadingStopsAtItsDeadline() throws {
         let width = 2600, height = 1950
-        let grey = GreyImage(width: width, height: height, pixels: Drawings.canvas(width: width, height: height, seed: 3))
+        let grey = GreyImage(width: width, height: height, pixels: mottledCanvas(width: width, height: height, seed: 3))
         let reader = try TextReader()
         let started = PhotoAnalysis.now()
         _ = reader.lines(in: grey, timeoutMillis: 200)
