@@ -24,7 +24,6 @@ import hashlib
 import http.client
 import io
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -32,6 +31,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from hub_process import start, stop  # noqa: E402
 
 try:
     from PIL import Image, ImageDraw, ImageFilter
@@ -57,28 +59,6 @@ def camera_photo(seed: int, size=(4000, 3000)) -> bytes:
     out = io.BytesIO()
     image.save(out, "JPEG", quality=90)
     return out.getvalue()
-
-
-def start(binary: str, data: str) -> tuple[subprocess.Popen, int]:
-    process = subprocess.Popen([binary, "serve", "--host", "127.0.0.1", "--port", "0", "--data", data],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    line = process.stdout.readline().decode().strip()
-    match = re.search(r":(\d+)$", line)
-    if not match:
-        stop(process)
-        sys.exit(f"{binary} did not start: {line!r}")
-    return process, int(match.group(1))
-
-
-def stop(process: subprocess.Popen) -> None:
-    """Stops the hub this script started, by its PID."""
-    process.terminate()
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    process.stdout.close()
 
 
 def request(port: int, method: str, path: str, body: bytes | None = None,

@@ -28,49 +28,19 @@ import argparse
 import hashlib
 import http.client
 import json
-import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from hub_process import start, stop  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def start(binary: str, data: str, wrap: list[str]) -> tuple[subprocess.Popen, int]:
-    process = subprocess.Popen([*wrap, binary, "serve", "--host", "127.0.0.1", "--port", "0", "--data", data],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    line = ""
-    while process.poll() is None and "listening on" not in line:
-        line = process.stdout.readline().decode().strip()
-    match = re.search(r":(\d+)$", line)
-    if not match:
-        stop(process)
-        sys.exit(f"{binary} did not start: {line!r}")
-    return process, int(match.group(1))
-
-
-def stop(process: subprocess.Popen, pid: int | None = None) -> None:
-    """Stops the hub this script started, by its PID (`pid`, the hub under
-    a --wrap command; the wrapper then ends with it)."""
-    if pid is None or pid == process.pid:
-        process.terminate()
-    else:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    process.stdout.close()
 
 
 class Hub:

@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import random
+import re
 import time
 from pathlib import Path
 
@@ -236,19 +237,37 @@ def test_a_photo_with_no_code_analyses_to_nothing_quickly(tally):
     assert analysis["millis"] < 3000 and took < 5.0, (analysis["millis"], took)
 
 
+def analysis_metrics(server) -> tuple[int, int]:
+    """(jobs queued or being analysed, analyses ended) from /metrics."""
+    text = rest(server, "GET", "/metrics").body.decode()
+    pending = re.search(r"^tally_intake_analysis_pending (\d+)$", text, re.M)
+    ended = re.findall(r"^tally_intake_analyses_total\{[^}]*\} (\d+)$", text, re.M)
+    assert pending and ended, text[:600]
+    return int(pending.group(1)), sum(int(n) for n in ended)
+
+
 def test_a_job_killed_during_analysis_reaches_analyzed_once(tally_factory):
     server = tally_factory()
     photos = [put_photo(server, blank_photo(seed=10 + n)) for n in range(6)]
     upload(server, "slow", "items/new-slow", photos)
-    time.sleep(0.5)  # into the analysis of the first photos
+    # Queued at the upload's commit; six blank photos take seconds (each
+    # runs libdmtx's search to its cap), so the kill lands mid-analysis.
+    deadline = time.monotonic() + WAIT
+    while analysis_metrics(server) != (1, 0):
+        assert time.monotonic() < deadline, f"the job was not queued: {analysis_metrics(server)}"
+        time.sleep(0.02)
     assert record(server, "intake/slow")["data"]["stage"] == "media-uploaded", "analysed before the kill"
     restarted = tally_factory.restart(server, kill=True)
     data = wait_analyzed(restarted, "intake/slow")
     assert data["analysis"]["status"] == "done", data["analysis"]
     assert len(data["analysis"]["photos"]) == 6
     assert [h["to"] for h in data["history"]].count("analyzed") == 1
-    # A second restart finds it analyzed and leaves it so.
+    # A second restart finds it analyzed and leaves it so. The hub queues
+    # what waits in media-uploaded by a query on the core before it
+    # listens; a write answered after the restart comes after that query.
     again = tally_factory.restart(restarted)
-    time.sleep(1.0)
+    with SyncClient(again) as client:
+        client.ok("set", name="notes/after-restart", data={"n": 1}, version=0)
+    assert analysis_metrics(again) == (0, 0), "the analysed job was queued again"
     data = record(again, "intake/slow")["data"]
     assert [h["to"] for h in data["history"]].count("analyzed") == 1
