@@ -172,7 +172,15 @@ enum BenchCommand {
     ]
 
     static let help = "Usage: " + benchmarks.map { "tally bench \($0.name) [options]" }.joined(separator: "\n       ") + "\n\n"
-        + benchmarks.map { $0.name.padding(to: 14) + $0.about + "\n" + $0.options.help }.joined(separator: "\n\n")
+        + benchmarks.map(section).joined(separator: "\n\n")
+
+    /// A benchmark's help: its name, what it does from column 14 (on the
+    /// next line for a name too long to leave a gap), its options.
+    static func section(_ bench: (name: String, about: String, options: OptionTable,
+                                  parse: @Sendable (Arguments) throws(UsageError) -> BenchRun)) -> String {
+        let head = bench.name.count < 13 ? bench.name.padding(to: 14) : bench.name + "\n" + String(repeating: " ", count: 14)
+        return head + bench.about + "\n" + bench.options.help
+    }
 
     static func run(_ args: ArraySlice<String>) throws -> Int32 {
         guard let which = args.first, !which.hasPrefix("-"), which != "help" else {
@@ -192,7 +200,7 @@ enum BenchCommand {
         let a = try Arguments(args.dropFirst(), command: "bench \(which)", options: bench.options)
         if a.flag("help") {
             // This benchmark's section: the options this parser takes.
-            print("Usage: tally bench \(bench.name) [options]\n\n" + bench.name.padding(to: 14) + bench.about + "\n" + bench.options.help)
+            print("Usage: tally bench \(bench.name) [options]\n\n" + section(bench))
             return 0
         }
         try a.noPositionals("bench \(which)")

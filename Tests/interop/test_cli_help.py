@@ -208,3 +208,14 @@ def test_intake_status_takes_the_server_its_help_lists(env):
     assert "--server" in plain_help("intake", "status")
     done = run(env, "intake", "status", "--server", f"ws://127.0.0.1:{closed_port()}")
     assert done.returncode != 2 and "unknown option" not in done.stderr, done.stderr
+
+
+def test_bench_help_keeps_each_name_apart_from_its_text():
+    """`analysis-fanout` is longer than the name column and once ran into
+    its description ("analysis-fanoutthe fan-out load …")."""
+    text = plain_help("bench")
+    names = re.findall(r"tally bench ([a-z-]+) \[options\]", text)
+    assert "analysis-fanout" in names, text[:400]
+    for name in names:
+        heads = [line for line in text.splitlines() if line.startswith(name)]
+        assert any(line == name or line.startswith(name + "  ") for line in heads), (name, heads)
