@@ -84,8 +84,7 @@ public final class IntakeAnalyzer: Sendable {
 
     /// The queue and the jobs being analysed, behind one lock.
     private struct QueueState {
-        var queue: [IntakeAnalysisJob] = []
-        var head = 0
+        var queue = FIFO<IntakeAnalysisJob>()
         /// Jobs queued or running, by record name (each once).
         var known: Set<String> = []
         /// Jobs a worker has, with when it took them (monotonic ms) and
@@ -248,13 +247,7 @@ public final class IntakeAnalyzer: Sendable {
     private func next() -> IntakeAnalysisJob? {
         state.wait { state -> IntakeAnalysisJob?? in
             if state.stopping { return .some(nil) }
-            guard state.head < state.queue.count else { return nil }
-            let job = state.queue[state.head]
-            state.head += 1
-            if state.head == state.queue.count {
-                state.queue.removeAll(keepingCapacity: true)
-                state.head = 0
-            }
+            guard let job = state.queue.popFirst() else { return nil }
             state.running[job.name] = Running(job: job, startedAt: PhotoAnalysis.now(),
                                               text: settings.ocr ? [] : nil)
             return .some(job)
