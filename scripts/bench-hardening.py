@@ -18,13 +18,16 @@ import hashlib
 import os
 import shutil
 import json
-import re
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+import hub_process  # noqa: E402
+from hub_process import stop  # noqa: E402
 
 MiB = 1 << 20
 
@@ -37,27 +40,9 @@ def rss(pid: int) -> int:
 
 
 def start(binary: str, scratch: Path, args: list[str]) -> tuple[subprocess.Popen, int]:
-    data = tempfile.mkdtemp(prefix="data-", dir=scratch)
-    process = subprocess.Popen([binary, "serve", "--host", "127.0.0.1", "--port", "0", "--data", data, *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    line = process.stdout.readline().decode().strip()
-    match = re.search(r":(\d+)$", line)
-    if not match:
-        stop(process)
-        raise SystemExit(f"{binary} did not start: {line!r}")
+    process, port = hub_process.start(binary, tempfile.mkdtemp(prefix="data-", dir=scratch), args=args)
     time.sleep(0.5)
-    return process, int(match.group(1))
-
-
-def stop(process: subprocess.Popen) -> None:
-    """Stops a hub this script started, by its PID."""
-    process.terminate()
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    process.stdout.close()
+    return process, port
 
 
 def refused_uploads(binary: str, scratch: Path) -> float:

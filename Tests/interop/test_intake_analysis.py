@@ -36,7 +36,7 @@ from barcode.writer import ImageWriter
 from PIL import Image, ImageChops, ImageDraw, ImageFont
 from pylibdmtx.pylibdmtx import encode as dmtx_encode
 
-from synclib import SyncClient, get_record, rest
+from synclib import SyncClient, get_record, rest, wait_until
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"
 WAIT = 60.0  # seconds a job may take to reach analyzed (debug build, shared cores)
@@ -252,10 +252,8 @@ def test_a_job_killed_during_analysis_reaches_analyzed_once(tally_factory):
     upload(server, "slow", "items/new-slow", photos)
     # Queued at the upload's commit; six blank photos take seconds (each
     # runs libdmtx's search to its cap), so the kill lands mid-analysis.
-    deadline = time.monotonic() + WAIT
-    while analysis_metrics(server) != (1, 0):
-        assert time.monotonic() < deadline, f"the job was not queued: {analysis_metrics(server)}"
-        time.sleep(0.02)
+    wait_until(lambda: analysis_metrics(server) == (1, 0), WAIT,
+               lambda: f"the job to be queued: {analysis_metrics(server)}", interval=0.02)
     assert record(server, "intake/slow")["data"]["stage"] == "media-uploaded", "analysed before the kill"
     restarted = tally_factory.restart(server, kill=True)
     data = wait_analyzed(restarted, "intake/slow")

@@ -13,11 +13,13 @@ import subprocess
 import sys
 
 
-def start(binary: str, data: str, wrap: list[str] | None = None) -> tuple[subprocess.Popen, int]:
-    """Starts `binary serve` (under `wrap`, e.g. ["heaptrack"]) and returns it
-    with its port, once it prints "listening on"; exits naming the binary if
-    it does not start."""
-    process = subprocess.Popen([*(wrap or []), binary, "serve", "--host", "127.0.0.1", "--port", "0", "--data", data],
+def start(binary: str, data: str, wrap: list[str] | None = None,
+          args: list[str] | None = None) -> tuple[subprocess.Popen, int]:
+    """Starts `binary serve` (under `wrap`, e.g. ["heaptrack"], with more
+    serve `args`) and returns it with its port, once it prints "listening
+    on"; exits naming the binary if it does not start."""
+    process = subprocess.Popen([*(wrap or []), binary, "serve", "--host", "127.0.0.1", "--port", "0", "--data", data,
+                                *(args or [])],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     line = ""
     while process.poll() is None and "listening on" not in line:
