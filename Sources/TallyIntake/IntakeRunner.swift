@@ -278,6 +278,10 @@ public final class IntakeRunner {
         let start = clock()
         var envelope = try watch(job.record)
         defer { _ = ask(["op": "unsubscribe", "name": .string(job.record), "path": "stage"]) }
+        // Before the first look, so that a crash here does not depend on
+        // whether the hub has finished already (a small photo takes it
+        // milliseconds).
+        try point("analyzed:waiting")
         if let envelope, let line = try analysisSeen(envelope, &job) {
             say(line)
             return
@@ -286,7 +290,6 @@ public final class IntakeRunner {
         var lastTick = start
         var line: String?
         do throws(StageError) {
-            try point("analyzed:waiting")
             while true {
                 if let envelope, let seen = try analysisSeen(envelope, &job) {
                     line = seen
