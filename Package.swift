@@ -120,7 +120,7 @@ let package = Package(
         .testTarget(name: "TallyServerTests",
                     dependencies: ["TallyConcurrency", "TallyServer", "TallyStore", "TallyNet", "TallyProtocol", "TallyTestSupport",
                                    "TallyHubTestSupport", "TallyFileLock", "TallySQLite", "TallyPostgres",
-                                   "TallyImaging", "TallyBench"]),
+                                   "TallyImaging"]),
         .testTarget(name: "TallyWebSocketTests", dependencies: ["TallyWebSocket"]),
         .testTarget(name: "TallyTLSTests", dependencies: ["TallyTLS", "TallyTestSupport"]),
         .testTarget(name: "TallyStoreTests", dependencies: ["TallyConcurrency", "TallyStore", "TallySQLite", "TallyPostgres",
